@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Captures every sample in samples/ on the lent GPU machine (see ../shared/CAPTURE.md).
+#
+#   bash samples/capture.sh OUTDIR DEBDIR
+#
+# OUTDIR receives log.txt and the captures packed as samples.tar.xz.NN (15 MiB pieces).
+# DEBDIR holds Debian's libdw1 and libelf1 packages, which the bundled nsys importer needs.
+# With two GPUs, the tensor-parallel captures run first and the nsys and ncu captures
+# of the single-GPU decode loop then run side by side, one GPU each.
+set -u
+OUT=${1:?OUTDIR}
+DEBDIR=${2:?DEBDIR}
+W=samples/workloads
+C=/tmp/cap
+mkdir -p "$C" /tmp/dw
+exec > >(tee -a "$OUT/log.txt") 2>&1
+export PYTHONUNBUFFERED=1
+
+for f in "$DEBDIR"/libdw1*.deb "$DEBDIR"/libelf1*.deb; do dpkg -x "$f" /tmp/dw; done
+export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+NSYS=$(ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys | tail -1)
+NGPU=$(nvidia-smi -L | wc -l)
+
+echo "== versions"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+$NSYS --version
+ncu --version | tail -1
+python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+date -u
+
+NSYS_COMMON=(-f true --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop)
+
+nsys_capture() {  # name gpu extra-nsys-args... -- workload args...
+  local name=$1 gpu=$2; shift 2
+  local nargs=() ; while [ "$1" != "--" ]; do nargs+=("$1"); shift; done; shift
+  echo "== nsys $name (GPU $gpu)"
+  CUDA_VISIBLE_DEVICES=$gpu timeout 120 $NSYS profile -o "$C/$name" "${NSYS_COMMON[@]}" "${nargs[@]}" \
+    python3 $W/"$@"
+  timeout 90 $NSYS export --type sqlite -f true -o "$C/$name.sqlite" "$C/$name.nsys-rep"
+  ls -la "$C/$name".*
+}
+
+ncu_capture() {  # name gpu ncu-args... -- workload args...
+  local name=$1 gpu=$2; shift 2
+  local nargs=() ; while [ "$1" != "--" ]; do nargs+=("$1"); shift; done; shift
+  echo "== ncu $name (GPU $gpu)"
+  CUDA_VISIBLE_DEVICES=$gpu timeout 150 ncu --clock-control none --profile-from-start off --nvtx \
+    -f -o "$C/$name" "${nargs[@]}" python3 $W/"$@"
+  ls -la "$C/$name".*
+}
+
+# Captures start only before this many seconds have passed, so the pack step always runs
+# inside the device tool's 10-minute limit.
+DEADLINE=${DEADLINE:-400}
+in_time() { [ "$SECONDS" -lt "$DEADLINE" ] || { echo "== skip $1: past ${DEADLINE}s"; return 1; }; }
+
+nsys_series() {
+  local g=$1 T=(-t cuda,nvtx,osrt,cublas)
+  in_time decode_b1 && nsys_capture decode_b1 $g "${T[@]}" -- decode.py --batch 1
+  in_time decode_b512 && nsys_capture decode_b512 $g "${T[@]}" -- decode.py --batch 512
+  in_time decode_b1_gpumetrics && nsys_capture decode_b1_gpumetrics $g "${T[@]}" --gpu-metrics-devices=$g -- decode.py --batch 1
+  in_time decode_b1_graphs && nsys_capture decode_b1_graphs $g "${T[@]}" --cuda-graph-trace=graph -- decode.py --batch 1 --graphs
+  echo "== parquet export of decode_b1"
+  timeout 90 $NSYS export --type parquetdir -f true -o "$C/decode_b1_parquet" "$C/decode_b1.nsys-rep"
+  echo "== NVIDIA's own analysis of decode_b1, for reference"
+  (cd $C && timeout 60 $NSYS stats -f csv -o decode_b1_stats \
+     -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum decode_b1.sqlite)
+  (cd $C && timeout 60 $NSYS analyze -f csv -o decode_b1_analyze decode_b1.sqlite)
+  in_time decode_b1_graphs_node && nsys_capture decode_b1_graphs_node $g "${T[@]}" --cuda-graph-trace=node -- decode.py --batch 1 --graphs
+}
+
+ncu_series() {
+  local g=$1 A=(decode.py --steps 2 --warmup 3)
+  in_time ncu_b1_full && ncu_capture ncu_decode_b1_full $g --set full --launch-count 24 -- "${A[@]}" --batch 1
+  in_time ncu_b512_full && ncu_capture ncu_decode_b512_full $g --set full --launch-count 24 -- "${A[@]}" --batch 512
+  in_time ncu_b1_basic && ncu_capture ncu_decode_b1_basic $g --set basic --launch-count 24 -- "${A[@]}" --batch 1
+  in_time ncu_b1_detailed30 && ncu_capture ncu_decode_b1_detailed30 $g --set detailed --launch-count 30 -- "${A[@]}" --batch 1
+}
+
+# Each pack writes NAME.tar.xz.NN pieces to OUT, so a later timeout cannot lose them.
+pack() {
+  echo "== pack $1"
+  if [ "$1" = tp ]; then (cd $C/tp && tar cf - --exclude='*.qdstrm' .) ; else
+    (cd $C && tar cf - --exclude='*.qdstrm' --exclude=tp .); fi | xz -T0 -6 | split -b 15M -d - "$OUT/$1.tar.xz."
+  ls -la "$OUT"
+}
+
+if [ "$NGPU" -ge 2 ]; then
+  nsys_series 0 > "$C/nsys_series.log" 2>&1 &
+  ncu_series 1
+  wait
+  cat "$C/nsys_series.log"
+  pack single
+  for v in exposed overlap straggler; do
+    in_time tp2_$v && nsys_capture tp2_$v 0,1 -t cuda,nvtx,osrt --trace-fork-before-exec=true -- \
+      tp_decode.py --world 2 --variant $v --batch 512 --steps 16 --warmup 3
+  done
+  mkdir -p $C/tp && mv $C/tp2_* $C/tp/
+  pack tp
+else
+  nsys_series 0
+  ncu_series 0
+  pack single
+fi
+
+date -u
