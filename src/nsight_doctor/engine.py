@@ -1,0 +1,71 @@
+"""The pipeline: ingest -> store -> summary and rules -> a Diagnosis for the renderers.
+
+``analyze()`` is the library API that the command line wraps.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+from nsight_doctor import __version__, rules, store, summary
+from nsight_doctor.model import Diagnosis
+
+
+@dataclass
+class AnalyzeOptions:
+    rules_dirs: Sequence[str] = ()
+    select: Sequence[str] = ()
+    ignore: Sequence[str] = ()
+    thresholds: dict[str, str] = field(default_factory=dict)  # "rule-id.name" -> value
+    db: str | None = None  # keep the DuckDB store in this file
+    nsys: str | None = None  # path of the nsys binary for .nsys-rep inputs
+    largest_gaps: int = 10
+    command: str = ""
+    progress: Callable[[str], None] | None = None
+
+
+def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None = None) -> Diagnosis:
+    """Reads the profiles, runs the rules, and returns the ranked diagnosis."""
+    opts = options or AnalyzeOptions()
+    # Rules are loaded first, so that a bad rule or option fails before a long ingest.
+    all_rules, warnings = rules.load_rules(opts.rules_dirs)
+    chosen = rules.select_rules(all_rules, opts.select, opts.ignore)
+    rules.apply_overrides(chosen, opts.thresholds)
+
+    built = store.build(inputs, db=opts.db, nsys_path=opts.nsys, progress=opts.progress)
+    try:
+        con = built.connect()
+        try:
+            if opts.progress:
+                opts.progress("summary")
+            summ = summary.summarize(con, opts.largest_gaps)
+            if opts.progress:
+                opts.progress("rules")
+            findings, skipped = rules.evaluate(con, chosen)
+        finally:
+            con.close()
+    finally:
+        built.close()
+
+    notes = list(warnings)
+    for info in built.inputs:
+        notes.extend(info.notes)
+    if opts.db:
+        notes.append(f"the DuckDB store was kept in {opts.db}")
+    return Diagnosis(
+        tool={"name": "nsight-doctor", "version": __version__},
+        command=opts.command,
+        inputs=[input_record(i) for i in built.inputs],
+        summary=summ,
+        findings=findings,
+        skipped=skipped,
+        notes=notes,
+    )
+
+
+def input_record(info) -> dict:
+    d = asdict(info)
+    d.pop("notes", None)
+    return d

@@ -1,0 +1,222 @@
+"""Turns an Nsight Systems report (.nsys-rep, .qdrep) into an export nsight-doctor can read.
+
+nsys itself is the only reader of reports, so it runs as a subprocess:
+``nsys export --type parquetdir`` where the installed nsys has it (it ingests several times
+faster than SQLite: see docs/performance.md), ``--type sqlite`` otherwise.
+
+Order of preference for the export:
+1. an export beside the report (``run.sqlite`` or ``run_pqtdir/``), as ``nsys stats`` reuses
+   it, when it is at least as new as the report and complete;
+2. an earlier export of the same report in the cache folder;
+3. a new export, written beside the report when that folder is writable (so that nsys stats
+   and the GUI reuse it too), else in the cache folder. It is written under a temporary name
+   and renamed when complete, so an interrupted export never looks complete.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsight_doctor.errors import InputError, ReportVersionError, ToolMissingError
+from nsight_doctor.ingest import cache
+
+# Where nsys usually lives when it is not on PATH; the last one is the nsys that Nsight
+# Compute bundles.
+NSYS_GLOBS = [
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
+    "/usr/local/cuda/bin/nsys",
+    "/usr/local/cuda-*/bin/nsys",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+]
+
+# What an nsys prints when a report is newer than it can read.
+TOO_NEW_PATTERNS = ("Version not supported", "Version number is invalid", "ProtobufParseException")
+
+VERSION_RE = re.compile(rb"(20\d\d)\.(\d{1,2})\.(\d+)(?:\.(\d+))?")
+HEADER_RE = re.compile(rb"^NVIDIA Tegra Profiler Report (\d{4})@(\d+)@(\d+)@(\d+)")
+
+
+@dataclass(frozen=True)
+class Nsys:
+    path: str
+    version: str  # e.g. "2022.4.2.1"
+
+    def supports_parquet(self) -> bool:
+        return version_tuple(self.version) >= (2024, 1)
+
+
+@dataclass(frozen=True)
+class Export:
+    path: Path
+    form: str  # "sqlite" or "parquet"
+    reused: bool
+
+
+def version_tuple(v: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v or ""))
+
+
+def report_version(path: Path) -> str | None:
+    """The nsys version that wrote a report, from its header (2023.4 and newer) or trailer.
+
+    Every report ends with a small record that holds the full version string; some
+    2023.4+ builds also put it in the first line, as YYYY@M@P@B.
+    """
+    with open(path, "rb") as f:
+        head = f.read(128)
+        m = HEADER_RE.match(head)
+        if m:
+            return ".".join(x.decode() for x in m.groups())
+        f.seek(max(0, path.stat().st_size - 4096))
+        tail = f.read()
+    m = VERSION_RE.search(tail)
+    return ".".join(x.decode() for x in m.groups() if x) if m else None
+
+
+def find_nsys(explicit: str | None = None) -> str | None:
+    """--nsys PATH, then $NSYS, then PATH, then the usual install folders (newest first)."""
+    for candidate in (explicit, os.environ.get("NSYS")):
+        if candidate:
+            if Path(candidate).is_file() and os.access(candidate, os.X_OK):
+                return candidate
+            raise ToolMissingError(f"nsys not found at '{candidate}' (from --nsys or $NSYS)")
+    on_path = shutil.which("nsys")
+    if on_path:
+        return on_path
+    found = [p for pattern in NSYS_GLOBS for p in glob.glob(pattern) if os.access(p, os.X_OK)]
+    found.sort(key=lambda p: version_tuple(p), reverse=True)
+    return found[0] if found else None
+
+
+def nsys_version(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ToolMissingError(f"nsys at '{path}' does not run: {e}") from None
+    m = re.search(r"(\d{4}\.\d+\.\d+(?:\.\d+)?)", out.stdout + out.stderr)
+    return m.group(1) if m else "unknown"
+
+
+def sibling_exports(report: Path) -> list[tuple[Path, str]]:
+    stem = report.with_suffix("")
+    return [(stem.with_name(stem.name + "_pqtdir"), "parquet"), (stem.with_suffix(".sqlite"), "sqlite")]
+
+
+def is_complete_sqlite(p: Path) -> bool:
+    """An export is complete when its metadata table exists (nsys writes it last)."""
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False
+    return bool(names & {"META_DATA_EXPORT", "EXPORT_META_DATA"})
+
+
+def is_complete(p: Path, form: str) -> bool:
+    if form == "parquet":
+        return p.is_dir() and (p / "StringIds.parquet").exists()
+    return p.is_file() and is_complete_sqlite(p)
+
+
+def newer_or_same(export: Path, report: Path) -> bool:
+    return export.stat().st_mtime >= report.stat().st_mtime
+
+
+def cache_key(report: Path) -> str:
+    st = report.stat()
+    ident = f"{report.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:20]
+
+
+def find_existing_export(report: Path) -> Export | None:
+    for p, form in sibling_exports(report):
+        if p.exists() and is_complete(p, form) and newer_or_same(p, report):
+            return Export(p, form, reused=True)
+    key = cache_key(report)
+    for form, name in (("parquet", f"{key}_pqtdir"), ("sqlite", f"{key}.sqlite")):
+        p = cache.exports_dir() / name
+        if p.exists() and is_complete(p, form):
+            return Export(p, form, reused=True)
+    return None
+
+
+def export_report(report: Path, nsys_path: str | None = None, progress=None) -> tuple[Export, Nsys | None]:
+    """Returns a complete export of the report, running nsys only when needed."""
+    existing = find_existing_export(report)
+    if existing:
+        return existing, None
+    found = find_nsys(nsys_path)
+    rep_version = report_version(report)
+    if not found:
+        raise ToolMissingError(
+            f"'{report}' is an Nsight Systems report, and reading it needs nsys, which was not "
+            "found (looked at --nsys, $NSYS, PATH and /opt/nvidia). Install Nsight Systems "
+            f"{rep_version or ''} or newer, or run 'nsys export --type sqlite {report.name}' "
+            "where it was captured and pass the .sqlite"
+        )
+    nsys = Nsys(found, nsys_version(found))
+    form = "parquet" if nsys.supports_parquet() else "sqlite"
+    suffix = "_pqtdir" if form == "parquet" else ".sqlite"
+    sibling = report.with_name(report.stem + suffix)
+    # Beside the report when allowed and free; an existing file there is never replaced.
+    if os.access(report.parent, os.W_OK) and not sibling.exists():
+        final = sibling
+    else:
+        final = cache.exports_dir() / (cache_key(report) + suffix)
+        remove(final)  # a leftover of ours that did not pass is_complete
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=".nsight-doctor-export-", dir=final.parent))
+    try:
+        out = tmpdir / ("export" + suffix)
+        kind = "parquetdir" if form == "parquet" else "sqlite"
+        cmd = [nsys.path, "export", "--type", kind, "--force-overwrite", "true",
+               "--output", str(out), str(report)]
+        if progress:
+            progress(f"nsys export --type {kind}")
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        except OSError as e:
+            raise ToolMissingError(f"nsys at '{nsys.path}' does not run: {e}") from None
+        text = run.stdout + "\n" + run.stderr
+        if run.returncode != 0 or not is_complete(out, form):
+            if any(p in text for p in TOO_NEW_PATTERNS):
+                raise ReportVersionError(too_new_message(report, rep_version, nsys))
+            last = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            raise InputError(
+                f"nsys {nsys.version} could not export '{report}' (exit {run.returncode}): "
+                f"{last[-1] if last else 'no message'}"
+            )
+        os.replace(out, final)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return Export(final, form, reused=False), nsys
+
+
+def remove(p: Path) -> None:
+    if p.is_dir():
+        shutil.rmtree(p)
+    elif p.exists():
+        p.unlink()
+
+
+def too_new_message(report: Path, rep_version: str | None, nsys: Nsys) -> str:
+    written = f"Nsight Systems {rep_version}" if rep_version else "a newer Nsight Systems"
+    return (
+        f"'{report}' was written by {written}, but the nsys found ({nsys.path}, "
+        f"{nsys.version}) cannot read it. Export it where it was captured: "
+        f"nsys export --type sqlite {report.name}, then pass the .sqlite "
+        "(or point --nsys at a newer nsys)"
+    )

@@ -1,0 +1,275 @@
+"""Rules: load rule files, validate them, evaluate them on a store, and rank the findings.
+
+A rule is a YAML file (rules/<id>.yaml) with its test cases beside it (rules/<id>.test.yaml).
+Its query is one SELECT over the documented views, run on a read-only connection, with the
+rule's thresholds bound as $parameters. Each row it returns is a finding; the row's
+``impact_ns`` is the time that fixing the problem would recover, which ranks the findings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import string
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import jsonschema
+import yaml
+
+from nsight_doctor.errors import RuleError
+from nsight_doctor.model import Finding, Rule, Skipped, Threshold, fmt_bytes, fmt_ns, severity_rank
+
+PARAM_RE = re.compile(r"\$([a-z_][a-z0-9_]*)")
+
+
+def builtin_rules_dir() -> Path:
+    """The rules shipped with the tool: inside the package when installed from a wheel, or
+    rules/ at the top of a source checkout."""
+    packaged = resources.files("nsight_doctor").joinpath("builtin_rules")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+def schema() -> dict:
+    return json.loads(resources.files("nsight_doctor").joinpath("rule_schema.json").read_text())
+
+
+def rule_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.yaml") if not p.name.endswith(".test.yaml"))
+
+
+def load_rule(path: Path) -> Rule:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise RuleError(f"{path}: not a readable YAML file ({e})") from None
+    try:
+        jsonschema.validate(data, schema())
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "(top)"
+        raise RuleError(f"{path}: {where}: {e.message}") from None
+    if data["id"] != path.stem:
+        raise RuleError(f"{path}: the file must be named after the rule id ({data['id']}.yaml)")
+    thresholds = {
+        name: Threshold(name=name, default=t["default"], doc=t["doc"])
+        for name, t in (data.get("thresholds") or {}).items()
+    }
+    for sql_name, sql in [("query", data["query"]), *data.get("details", {}).items()]:
+        check_select(path, sql_name, sql)
+        # Details may also use $row_<column>: a value of the finding's own row.
+        allowed = thresholds.keys() | ({p for p in PARAM_RE.findall(sql) if p.startswith("row_")}
+                                       if sql_name != "query" else set())
+        unknown = set(PARAM_RE.findall(sql)) - allowed
+        if unknown:
+            raise RuleError(f"{path}: {sql_name} uses ${', $'.join(sorted(unknown))}, which is not a threshold")
+    test_path = path.with_name(f"{data['id']}.test.yaml")
+    return Rule(
+        id=data["id"], name=data["name"], title=data["title"], severity=data["severity"],
+        tags=data["tags"], requires=data["requires"], thresholds=thresholds,
+        query=data["query"], message=data["message"], recommendation=data["recommendation"],
+        impact=data["impact"], explanation=data["explanation"],
+        references=data.get("references", []), details=data.get("details", {}),
+        path=path, test_path=test_path if test_path.exists() else None,
+    )
+
+
+def check_select(path: Path, name: str, sql: str) -> None:
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise RuleError(f"{path}: {name} is not valid SQL ({str(e).splitlines()[0]})") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        raise RuleError(f"{path}: {name} must be exactly one SELECT statement")
+
+
+def load_rules(extra_dirs: Iterable[str | Path] = (), require_tests: bool = True) -> tuple[list[Rule], list[str]]:
+    """Built-in rules plus those of extra folders; returns (rules, warnings).
+
+    Ids must be unique across all folders. A built-in rule without a test file is an error;
+    a user rule without one is a warning.
+    """
+    rules: list[Rule] = []
+    warnings: list[str] = []
+    seen: dict[str, Path] = {}
+    folders = [(builtin_rules_dir(), True)] + [(Path(d), False) for d in extra_dirs]
+    for folder, builtin in folders:
+        if not folder.is_dir():
+            raise RuleError(f"rules folder '{folder}' does not exist")
+        for path in rule_files(folder):
+            rule = load_rule(path)
+            if rule.id in seen:
+                raise RuleError(f"duplicate rule id '{rule.id}' in {path} and {seen[rule.id]}")
+            seen[rule.id] = path
+            if rule.test_path is None:
+                msg = f"{path}: rule '{rule.id}' has no test file {rule.id}.test.yaml beside it"
+                if builtin and require_tests:
+                    raise RuleError(msg)
+                warnings.append(msg)
+            rules.append(rule)
+    return rules, warnings
+
+
+def select_rules(rules: list[Rule], select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]:
+    """Keeps rules named (by id or tag) in select, if any, then drops those named in ignore."""
+    select, ignore = set(select), set(ignore)
+    known = {r.id for r in rules} | {t for r in rules for t in r.tags}
+    for name in select | ignore:
+        if name not in known:
+            raise RuleError(f"unknown rule id or tag '{name}' (see: nsight-doctor rules list)")
+
+    def named(rule: Rule, names: set[str]) -> bool:
+        return rule.id in names or bool(names & set(rule.tags))
+
+    kept = [r for r in rules if not select or named(r, select)]
+    return [r for r in kept if not named(r, ignore)]
+
+
+def apply_overrides(rules: list[Rule], overrides: dict[str, str]) -> None:
+    """overrides maps 'rule-id.threshold' to a value given as text on the command line."""
+    by_id = {r.id: r for r in rules}
+    for key, raw in overrides.items():
+        rule_id, _, name = key.partition(".")
+        rule = by_id.get(rule_id)
+        if rule is None:
+            raise RuleError(f"--threshold {key}: no rule '{rule_id}'")
+        if name not in rule.thresholds:
+            known = ", ".join(rule.thresholds) or "none"
+            raise RuleError(f"--threshold {key}: rule '{rule_id}' has no threshold '{name}' (it has: {known})")
+        t = rule.thresholds[name]
+        t.value = parse_value(raw, t.default, key)
+
+
+def parse_value(raw: Any, default: Any, key: str) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return raw.lower() in ("true", "1", "yes")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+    except ValueError:
+        raise RuleError(f"--threshold {key}={raw}: expected a {type(default).__name__}") from None
+    return raw
+
+
+def params_for(sql: str, rule: Rule, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    values = {n: t.effective for n, t in rule.thresholds.items()}
+    values.update(extra or {})
+    return {n: values[n] for n in set(PARAM_RE.findall(sql))}
+
+
+def view_has_rows(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    try:
+        return con.execute(f"SELECT EXISTS (SELECT 1 FROM {view})").fetchone()[0]
+    except duckdb.Error as e:
+        raise RuleError(f"required view '{view}' is not available: {str(e).splitlines()[0]}") from None
+
+
+def evaluate(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> tuple[list[Finding], list[Skipped]]:
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    has_rows: dict[str, bool] = {}
+    for rule in rules:
+        missing = []
+        for view in rule.requires:
+            if view not in has_rows:
+                has_rows[view] = view_has_rows(con, view)
+            if not has_rows[view]:
+                missing.append(view)
+        if missing:
+            skipped.append(Skipped(rule.id, f"no rows in {', '.join(missing)}"))
+            continue
+        findings.extend(evaluate_rule(con, rule))
+    return rank(findings), skipped
+
+
+def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
+    rows = run_query(con, rule, "query", rule.query)
+    out = []
+    for row in rows:
+        if "impact_ns" not in row:
+            raise RuleError(f"rule '{rule.id}': its query must return an impact_ns column")
+        impact = row.pop("impact_ns")
+        evidence: dict[str, Any] = dict(row)
+        for name, sql in rule.details.items():
+            evidence[name] = run_query(con, rule, name, sql, extra={f"row_{k}": v for k, v in row.items()})
+        fmt = dict(row)
+        out.append(Finding(
+            rule_id=rule.id,
+            title=render_template(rule, rule.title, fmt),
+            severity=rule.severity,
+            tags=list(rule.tags),
+            impact_ns=int(round(impact or 0)),
+            message=render_template(rule, rule.message, fmt),
+            recommendation=render_template(rule, rule.recommendation, fmt).strip(),
+            evidence=evidence,
+            references=list(rule.references),
+        ))
+    return out
+
+
+def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -> list[dict[str, Any]]:
+    try:
+        cur = con.execute(sql, params_for(sql, rule, extra))
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
+    except duckdb.Error as e:
+        raise RuleError(f"rule '{rule.id}' ({name}) failed: {str(e).splitlines()[0]}") from None
+
+
+def plain(v: Any) -> Any:
+    """Values as JSON-friendly Python types (DuckDB gives Decimal for some aggregates)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    try:
+        f = float(v)
+        return int(f) if f.is_integer() and "Decimal" not in type(v).__name__ else f
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Most recoverable time first; severity breaks ties, then the rule id for stability."""
+    return sorted(findings, key=lambda f: (-f.impact_ns, -severity_rank(f.severity), f.rule_id))
+
+
+class TemplateFormatter(string.Formatter):
+    """str.format with units: {x:ns} durations, {x:pct} percentages (0-100), {x:bytes},
+    {x:int} thousands separators, {x:us} microseconds."""
+
+    def format_field(self, value: Any, spec: str) -> str:
+        if value is None:
+            return "n/a"
+        if spec == "ns":
+            return fmt_ns(value)
+        if spec == "us":
+            return f"{value / 1e3:,.1f} µs"
+        if spec == "pct":
+            return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
+        if spec == "bytes":
+            return fmt_bytes(value)
+        if spec == "int":
+            return f"{int(value):,}"
+        return super().format_field(value, spec)
+
+
+def render_template(rule: Rule, template: str, values: dict[str, Any]) -> str:
+    try:
+        return TemplateFormatter().vformat(template, (), values)
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+        raise RuleError(f"rule '{rule.id}': template {template[:40]!r}... cannot be filled: {e!r}") from None

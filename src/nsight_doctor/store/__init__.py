@@ -1,0 +1,150 @@
+"""Store: a DuckDB database holding the base tables and the documented views.
+
+Building a store runs ingest for each input, then the view files in VIEW_FILES order. Files
+whose names start with '_' hold helpers (macros, materialized tables behind a view); every
+other file defines one documented view or table, described in its header comment, from which
+docs/schema.md is generated. Rules and reports read only these.
+
+The database is built in a file (a temporary one unless --db names it), written under a
+temporary name and renamed when complete, then reopened read-only for the rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Sequence
+
+import duckdb
+
+from nsight_doctor import __version__
+from nsight_doctor.errors import DoctorError, InputError
+from nsight_doctor.ingest import InputInfo, load
+
+VIEW_FILES = [
+    "_macros", "processes", "threads", "_api_names", "api_calls", "kernels", "graph_launches",
+    "memcpy", "memset", "gpu_ops", "capture", "syncs", "gpus", "gpu_metrics",
+    "profiler_overhead", "gpu_busy", "blocking_calls", "gpu_gaps", "_nvtx", "nvtx_ranges",
+    "nvtx_gpu",
+]
+
+
+def view_sql(name: str) -> str:
+    return resources.files("nsight_doctor.store").joinpath("views", f"{name}.sql").read_text()
+
+
+def documented_views() -> list[str]:
+    return [n for n in VIEW_FILES if not n.startswith("_")]
+
+
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
+    for name in VIEW_FILES:
+        try:
+            con.execute(view_sql(name))
+        except duckdb.Error as e:
+            raise DoctorError(f"internal error building the view '{name}': {e}") from None
+
+
+class Store:
+    """A built store; ``connect()`` opens it read-only."""
+
+    def __init__(self, path: Path, inputs: list[InputInfo], temporary: bool):
+        self.path = path
+        self.inputs = inputs
+        self.temporary = temporary
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(str(self.path), read_only=True)
+        # Rules are data from users: they may read the store, nothing else.
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        return con
+
+    def close(self) -> None:
+        if self.temporary:
+            for p in (self.path, Path(str(self.path) + ".wal")):
+                p.unlink(missing_ok=True)
+            try:
+                self.path.parent.rmdir()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = None,
+          nsys_path: str | None = None,
+          progress: Callable[[str], None] | None = None) -> Store:
+    """Ingests the inputs into a new DuckDB file and creates the views."""
+    if db is not None:
+        final = Path(db)
+        if final.exists():
+            raise InputError(f"'{final}' already exists; --db writes a new database, choose another name")
+        if not final.parent.exists():
+            raise InputError(f"'{final.parent}' does not exist (from --db)")
+        tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
+        temporary = False
+    else:
+        final = Path(tempfile.mkdtemp(prefix="nsight-doctor-")) / "store.duckdb"
+        tmp = final
+        temporary = True
+    infos: list[InputInfo] = []
+    spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
+    try:
+        con = duckdb.connect(str(tmp), config=store_config(inputs, spill))
+        try:
+            for path in inputs:
+                infos.append(load(con, path, nsys_path=nsys_path, progress=progress))
+            if progress:
+                progress("views")
+            create_views(con)
+            con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
+            for info in infos:
+                con.execute("INSERT INTO nsight_doctor_inputs VALUES (?)", [json.dumps(asdict(info))])
+            con.execute("CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version",
+                        [__version__])
+        finally:
+            con.close()
+        if tmp != final:
+            os.replace(tmp, final)
+    except BaseException:
+        for p in (tmp, Path(str(tmp) + ".wal")):
+            p.unlink(missing_ok=True)
+        if temporary:
+            try:
+                tmp.parent.rmdir()
+            except OSError:
+                pass
+        raise
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+    return Store(final, infos, temporary)
+
+
+def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
+    total = 0
+    for p in map(Path, paths):
+        if p.is_dir():
+            total += sum(f.stat().st_size for f in p.glob("*") if f.is_file())
+        elif p.exists():
+            total += p.stat().st_size
+    return total
+
+
+def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path) -> dict:
+    """DuckDB settings for building: memory capped near the input's size, spilling to disk.
+
+    Large profiles must not need more memory than about twice their export's size; DuckDB
+    stays within the limit by spilling sorts and joins to the store's folder.
+    """
+    limit_mb = max(512, input_bytes(paths) // (1 << 20))
+    return {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}

@@ -1,0 +1,21 @@
+-- api_calls: one row per CUDA runtime or driver API call on a CPU thread.
+--
+-- start: call entry on the CPU, ns.
+-- end: call return, ns.
+-- duration: end - start, ns.
+-- global_tid: nsys's thread id.
+-- pid: operating-system process id.
+-- tid: thread id.
+-- correlation_id: links a launch or copy to its GPU operation.
+-- name: API name without version suffixes (cudaLaunchKernel_v7000 -> cudaLaunchKernel).
+-- raw_name: the name as recorded.
+-- api: runtime (cuda*) or driver (cu*).
+-- category: launch, graph_launch, memcpy, memset, sync, alloc, or other.
+-- blocking: whether the call blocks the CPU until GPU work finishes (synchronize calls and
+--   the synchronous cudaMemcpy/cudaMemset family; see also blocking_calls).
+-- return_value: the call's return code (0 is success).
+CREATE VIEW api_calls AS
+SELECT c.start, c."end", c."end" - c.start AS duration, c.global_tid,
+       (c.global_tid >> 24) & 16777215 AS pid, c.global_tid & 16777215 AS tid,
+       c.correlation_id, n.name, n.raw_name, n.api, n.category, n.blocking, c.return_value
+FROM base_api_calls c LEFT JOIN api_names_t n ON n.name_id = c.name_id;

@@ -1,0 +1,15 @@
+-- nvtx_ranges: NVTX ranges (push/pop and start/end); marks and unfinished ranges are left out.
+--
+-- start: range start on the CPU, ns.
+-- end: range end, ns.
+-- duration: end - start, ns.
+-- global_tid: nsys's id of the thread that opened the range.
+-- pid: operating-system process id.
+-- tid: thread id.
+-- text: the range's message.
+-- domain: the NVTX domain name (NULL for the default domain).
+-- kind: push_pop or start_end.
+-- depth: nesting level among push/pop ranges of the same thread (0 = outermost); for
+--   start/end ranges, the number of ranges of the same process open when it began.
+CREATE VIEW nvtx_ranges AS
+SELECT * FROM nvtx_ranges_t;
