@@ -5,9 +5,10 @@ Renderers import only this module: they turn a Diagnosis into text and never que
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SEVERITIES = ["info", "low", "medium", "high", "critical"]
 
@@ -86,6 +87,16 @@ class Finding:
     recommendation: str
     evidence: dict[str, Any]
     references: list[dict[str, str]] = field(default_factory=list)
+    # The rule's templates and the row that filled them, so that a renderer can fill them
+    # again with the values escaped for its format (kernel names and NVTX text are
+    # untrusted; the rule's own text is not).
+    templates: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def render(self, name: str, escape: Callable[[str], str] | None = None) -> str:
+        if name not in self.templates:
+            return getattr(self, name)
+        return fill(self.templates[name], self.values, escape)
 
 
 @dataclass
@@ -103,3 +114,34 @@ class Diagnosis:
     findings: list[Finding]
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+class TemplateFormatter(string.Formatter):
+    """str.format with units: {x:ns} durations, {x:us} microseconds, {x:pct} percentages
+    (0-100), {x:bytes} sizes, {x:int} counts with thousands separators. Each filled value
+    passes through `escape`, so that renderers can make untrusted strings safe."""
+
+    def __init__(self, escape: Callable[[str], str] | None = None):
+        self.escape = escape or (lambda s: s)
+
+    def format_field(self, value: Any, spec: str) -> str:
+        return self.escape(self.plain(value, spec))
+
+    def plain(self, value: Any, spec: str) -> str:
+        if value is None:
+            return "n/a"
+        if spec == "ns":
+            return fmt_ns(value)
+        if spec == "us":
+            return f"{value / 1e3:,.1f} µs"
+        if spec == "pct":
+            return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
+        if spec == "bytes":
+            return fmt_bytes(value)
+        if spec == "int":
+            return f"{int(round(value)):,}"
+        return super().format_field(value, spec)
+
+
+def fill(template: str, values: dict[str, Any], escape: Callable[[str], str] | None = None) -> str:
+    return TemplateFormatter(escape).vformat(template, (), values)

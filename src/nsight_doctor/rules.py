@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import string
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,7 +20,7 @@ import jsonschema
 import yaml
 
 from nsight_doctor.errors import RuleError
-from nsight_doctor.model import Finding, Rule, Skipped, Threshold, fmt_bytes, fmt_ns, severity_rank
+from nsight_doctor.model import Finding, Rule, Skipped, Threshold, fill, severity_rank
 
 PARAM_RE = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
@@ -202,17 +201,20 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
         evidence: dict[str, Any] = dict(row)
         for name, sql in rule.details.items():
             evidence[name] = run_query(con, rule, name, sql, extra={f"row_{k}": v for k, v in row.items()})
-        fmt = dict(row)
+        values = dict(row)
         out.append(Finding(
             rule_id=rule.id,
-            title=render_template(rule, rule.title, fmt),
+            title=render_template(rule, rule.title, values),
             severity=rule.severity,
             tags=list(rule.tags),
             impact_ns=int(round(impact or 0)),
-            message=render_template(rule, rule.message, fmt),
-            recommendation=render_template(rule, rule.recommendation, fmt).strip(),
+            message=render_template(rule, rule.message, values),
+            recommendation=render_template(rule, rule.recommendation, values).strip(),
             evidence=evidence,
             references=list(rule.references),
+            templates={"title": rule.title, "message": rule.message,
+                       "recommendation": rule.recommendation.strip()},
+            values=values,
         ))
     return out
 
@@ -248,28 +250,8 @@ def rank(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (-f.impact_ns, -severity_rank(f.severity), f.rule_id))
 
 
-class TemplateFormatter(string.Formatter):
-    """str.format with units: {x:ns} durations, {x:pct} percentages (0-100), {x:bytes},
-    {x:int} thousands separators, {x:us} microseconds."""
-
-    def format_field(self, value: Any, spec: str) -> str:
-        if value is None:
-            return "n/a"
-        if spec == "ns":
-            return fmt_ns(value)
-        if spec == "us":
-            return f"{value / 1e3:,.1f} µs"
-        if spec == "pct":
-            return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
-        if spec == "bytes":
-            return fmt_bytes(value)
-        if spec == "int":
-            return f"{int(value):,}"
-        return super().format_field(value, spec)
-
-
 def render_template(rule: Rule, template: str, values: dict[str, Any]) -> str:
     try:
-        return TemplateFormatter().vformat(template, (), values)
+        return fill(template, values)
     except (KeyError, IndexError, ValueError, TypeError) as e:
         raise RuleError(f"rule '{rule.id}': template {template[:40]!r}... cannot be filled: {e!r}") from None

@@ -213,11 +213,12 @@ def gpu_metrics(con) -> dict[str, Any]:
                 FROM gpu_busy GROUP BY device_id
             )
             SELECT m.device_id, count(*) AS samples, avg(m.value) AS avg,
-                   least(100, avg(m.value) FILTER (WHERE m.timestamp BETWEEN w.s AND w.e)
-                              / (any_value(w.busy_ns) / any_value(w.e - w.s))) AS avg_busy
+                   avg(m.value) FILTER (WHERE m.timestamp BETWEEN w.s AND w.e)
+                       / (any_value(w.busy_ns) / any_value(w.e - w.s)) AS avg_busy
             FROM gpu_metrics m LEFT JOIN w ON w.device_id = m.device_id
             WHERE m.metric = $1 GROUP BY m.device_id ORDER BY m.device_id
         """, [metric]):
+            busy = None if r["avg_busy"] is None else min(100.0, r["avg_busy"])
             out.setdefault(str(r["device_id"]), {})[key] = {
-                "metric": metric, "avg": r["avg"], "avg_busy": r["avg_busy"], "samples": r["samples"]}
+                "metric": metric, "avg": r["avg"], "avg_busy": busy, "samples": r["samples"]}
     return out

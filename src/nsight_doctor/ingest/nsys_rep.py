@@ -131,8 +131,10 @@ def is_complete(p: Path, form: str) -> bool:
     return p.is_file() and is_complete_sqlite(p)
 
 
-def newer_or_same(export: Path, report: Path) -> bool:
-    return export.stat().st_mtime >= report.stat().st_mtime
+def fresh(export: Path, report: Path) -> bool:
+    """An export beside a report is stale only when the report is clearly newer: a copy or
+    a git checkout gives both files about the same time, a new capture does not."""
+    return export.stat().st_mtime >= report.stat().st_mtime - 2.0
 
 
 def cache_key(report: Path) -> str:
@@ -143,7 +145,7 @@ def cache_key(report: Path) -> str:
 
 def find_existing_export(report: Path) -> Export | None:
     for p, form in sibling_exports(report):
-        if p.exists() and is_complete(p, form) and newer_or_same(p, report):
+        if p.exists() and is_complete(p, form) and fresh(p, report):
             return Export(p, form, reused=True)
     key = cache_key(report)
     for form, name in (("parquet", f"{key}_pqtdir"), ("sqlite", f"{key}.sqlite")):

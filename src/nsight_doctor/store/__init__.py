@@ -53,13 +53,14 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
 class Store:
     """A built store; ``connect()`` opens it read-only."""
 
-    def __init__(self, path: Path, inputs: list[InputInfo], temporary: bool):
+    def __init__(self, path: Path, inputs: list[InputInfo], temporary: bool, config: dict | None = None):
         self.path = path
         self.inputs = inputs
         self.temporary = temporary
+        self.config = {k: v for k, v in (config or {}).items() if k == "memory_limit"}
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect(str(self.path), read_only=True)
+        con = duckdb.connect(str(self.path), read_only=True, config=self.config)
         # Rules are data from users: they may read the store, nothing else.
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -100,7 +101,8 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
     infos: list[InputInfo] = []
     spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
     try:
-        con = duckdb.connect(str(tmp), config=store_config(inputs, spill))
+        config = store_config(inputs, spill)
+        con = duckdb.connect(str(tmp), config=config)
         try:
             for path in inputs:
                 infos.append(load(con, path, nsys_path=nsys_path, progress=progress))
@@ -127,7 +129,7 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
         raise
     finally:
         shutil.rmtree(spill, ignore_errors=True)
-    return Store(final, infos, temporary)
+    return Store(final, infos, temporary, config)
 
 
 def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
@@ -146,5 +148,5 @@ def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path) -> dict:
     Large profiles must not need more memory than about twice their export's size; DuckDB
     stays within the limit by spilling sorts and joins to the store's folder.
     """
-    limit_mb = max(512, input_bytes(paths) // (1 << 20))
+    limit_mb = max(512, int(0.8 * input_bytes(paths) / (1 << 20)))
     return {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}

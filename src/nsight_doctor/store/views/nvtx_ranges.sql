@@ -1,5 +1,6 @@
 -- nvtx_ranges: NVTX ranges (push/pop and start/end); marks and unfinished ranges are left out.
 --
+-- range_id: id of the range (joins nvtx_gpu).
 -- start: range start on the CPU, ns.
 -- end: range end, ns.
 -- duration: end - start, ns.

@@ -1,0 +1,269 @@
+"""The command line: a thin click layer over nsight_doctor.analyze().
+
+Exit codes: 0 no finding at or above --fail-on, 1 findings at or above it, 2 the tool could
+not do its job (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import traceback
+
+import click
+
+from nsight_doctor import __version__
+from nsight_doctor.errors import DoctorError
+from nsight_doctor.model import SEVERITIES, severity_rank
+
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+
+class DoctorGroup(click.Group):
+    """Turns every error into one line on stderr and exit code 2."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("nsight-doctor: aborted", err=True)
+            sys.exit(EXIT_ERROR)
+        except click.ClickException as e:
+            msg = e.format_message().replace("\n", " ")
+            hint = f" (see: {e.ctx.command_path} --help)" if getattr(e, "ctx", None) else ""
+            click.echo(f"nsight-doctor: error: {msg}{hint}", err=True)
+            sys.exit(EXIT_ERROR)
+        except DoctorError as e:
+            click.echo(f"nsight-doctor: error: {one_line(str(e))}", err=True)
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            click.echo("nsight-doctor: interrupted", err=True)
+            sys.exit(EXIT_ERROR)
+        except Exception as e:  # noqa: BLE001 - the promise is: never a traceback
+            if os.environ.get("NSIGHT_DOCTOR_DEBUG"):
+                traceback.print_exc()
+            click.echo(f"nsight-doctor: internal error: {type(e).__name__}: {one_line(str(e))} "
+                       "(set NSIGHT_DOCTOR_DEBUG=1 for a traceback, and please report it)", err=True)
+            sys.exit(EXIT_ERROR)
+        sys.exit(rv or 0)
+
+
+def one_line(s: str) -> str:
+    return " ".join(s.split())
+
+
+def rules_option(f):
+    return click.option("--rules", "rules_dirs", multiple=True, metavar="DIR",
+                        help="Also load the rules in DIR (repeatable).")(f)
+
+
+def split_list(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+class Progress:
+    """One self-overwriting status line on stderr, shown only on a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.steps = 0
+
+    def __call__(self, step: str) -> None:
+        if self.enabled:
+            self.steps += 1
+            sys.stderr.write(f"\r\x1b[2K[nsight-doctor] {self.steps:3d} {step}")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled and self.steps:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+@click.group(cls=DoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="nsight-doctor")
+def main():
+    """Diagnose Nsight Systems, Nsight Compute and nvprof profiles of GPU and LLM-serving
+    workloads, offline.
+
+    \b
+    Example:
+      nsight-doctor analyze run.nsys-rep
+    """
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
+              show_default=True, help="Output format.")
+@rules_option
+@click.option("--select", multiple=True, metavar="IDS",
+              help="Run only these rules (ids or tags, comma-separated; repeatable).")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or tags).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="RULE.NAME=VALUE",
+              help="Override a rule threshold, e.g. launch-bound.min_launch_idle_pct=20.")
+@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+              help="Exit with code 1 when a finding has this severity or a higher one.")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Keep the DuckDB store in this new file, for your own SQL.")
+@click.option("--nsys", "nsys_path", metavar="PATH", default=None,
+              help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).")
+@click.option("--gaps", "largest_gaps", type=click.IntRange(0, 1000), default=10, show_default=True,
+              help="How many of the largest idle gaps to report.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path,
+            largest_gaps, verbose, quiet):
+    """Diagnose a profile: a ranked list of findings with evidence and fixes.
+
+    PROFILE is an Nsight Systems report (.nsys-rep, .qdrep), its SQLite export or a Parquet
+    export folder (nsys export --type parquetdir); compressed copies (.xz, .gz) work too.
+
+    \b
+    Examples:
+      nsight-doctor analyze run.nsys-rep
+      nsight-doctor analyze run.sqlite --format markdown > ticket.md
+      nsight-doctor analyze run.sqlite --format json --fail-on high
+    """
+    from nsight_doctor.engine import AnalyzeOptions
+    from nsight_doctor.engine import analyze as run_analysis
+    from nsight_doctor.render import render
+
+    overrides = {}
+    for item in thresholds:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise click.BadParameter(f"'{item}' is not RULE.NAME=VALUE", param_hint="--threshold")
+        overrides[key.strip()] = value.strip()
+    progress = Progress(enabled=not quiet and sys.stderr.isatty())
+    opts = AnalyzeOptions(
+        rules_dirs=rules_dirs, select=split_list(select), ignore=split_list(ignore),
+        thresholds=overrides, db=db, nsys=nsys_path, largest_gaps=largest_gaps,
+        command="nsight-doctor " + shlex.join(sys.argv[1:]), progress=progress,
+    )
+    try:
+        diagnosis = run_analysis(inputs, opts)
+    finally:
+        progress.done()
+    if fmt == "text":
+        out = render(diagnosis, "text", color=sys.stdout.isatty(), verbose=verbose)
+    else:
+        out = render(diagnosis, fmt)
+    click.echo(out, nl=False)
+    if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in diagnosis.findings):
+        return EXIT_FINDINGS
+    return 0
+
+
+@main.group()
+def rules():
+    """List, explain and test the rules."""
+
+
+@rules.command("list")
+@rules_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_list(rules_dirs, fmt):
+    """List every rule with its severity and tags.
+
+    \b
+    Example:
+      nsight-doctor rules list
+    """
+    from nsight_doctor.rules import load_rules
+
+    all_rules, warnings = load_rules(rules_dirs)
+    if fmt == "json":
+        click.echo(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity, "tags": r.tags,
+                                "requires": r.requires,
+                                "thresholds": {n: {"default": t.default, "doc": t.doc}
+                                               for n, t in r.thresholds.items()}}
+                               for r in all_rules], indent=2))
+        return 0
+    width = max(len(r.id) for r in all_rules)
+    for r in all_rules:
+        click.echo(f"{r.id.ljust(width)}  {r.severity:8s}  {r.name}  [{', '.join(r.tags)}]")
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    return 0
+
+
+@rules.command("explain")
+@click.argument("rule_id")
+@rules_option
+def rules_explain(rule_id, rules_dirs):
+    """Explain a rule: what it detects, why it matters, its evidence, what to do.
+
+    \b
+    Example:
+      nsight-doctor rules explain launch-bound
+    """
+    from nsight_doctor.docgen import rule_page
+    from nsight_doctor.rules import load_rules
+
+    all_rules, _ = load_rules(rules_dirs)
+    by_id = {r.id: r for r in all_rules}
+    if rule_id not in by_id:
+        raise DoctorError(f"no rule '{rule_id}' (see: nsight-doctor rules list)")
+    click.echo(rule_page(by_id[rule_id]), nl=False)
+    return 0
+
+
+@rules.command("test")
+@click.argument("rule_ids", nargs=-1)
+@rules_option
+def rules_test(rule_ids, rules_dirs):
+    """Run the test cases beside each rule (<id>.test.yaml).
+
+    \b
+    Example:
+      nsight-doctor rules test --rules my-rules/
+    """
+    from nsight_doctor.rule_tests import run_file
+    from nsight_doctor.rules import load_rules
+
+    all_rules, warnings = load_rules(rules_dirs)
+    chosen = [r for r in all_rules if not rule_ids or r.id in rule_ids]
+    failed = 0
+    for rule in chosen:
+        if rule.test_path is None:
+            click.echo(f"{rule.id}: no test file")
+            failed += 1
+            continue
+        for result in run_file(rule, rule.test_path):
+            status = "ok" if result.ok else "FAIL"
+            click.echo(f"{rule.id}: {result.name}: {status}{'' if result.ok else ' - ' + result.detail}")
+            failed += not result.ok
+    return EXIT_FINDINGS if failed else 0
+
+
+@rules.command("docs")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@rules_option
+@click.option("--check", is_flag=True, help="Fail (exit 1) if the pages in OUT_DIR are not current.")
+def rules_docs(out_dir, rules_dirs, check):
+    """Write one Markdown page per rule into OUT_DIR (docs/rules in this repository).
+
+    \b
+    Example:
+      nsight-doctor rules docs docs/rules --check
+    """
+    from nsight_doctor.docgen import write_rule_pages
+    from nsight_doctor.rules import load_rules
+
+    all_rules, _ = load_rules(rules_dirs)
+    stale = write_rule_pages(all_rules, out_dir, check=check)
+    if check and stale:
+        click.echo("out of date: " + ", ".join(stale) + " (run: nsight-doctor rules docs " + out_dir + ")", err=True)
+        return EXIT_FINDINGS
+    return 0
+
+
+if __name__ == "__main__":
+    main()
