@@ -12,14 +12,25 @@ from typing import Any
 from nsight_doctor.model import Diagnosis, fmt_bytes, fmt_ns
 from nsight_doctor.render.common import impact_text, input_line, summary_rows
 
-MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>&])")
+# Characters that start emphasis, code, links, HTML, tables or strikethrough anywhere in a
+# line; the characters that matter only at the start of a line are handled separately.
+MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
+MD_LINE_START = re.compile(r"^(\s*)([#+\-](?=\s|$)|>|=+\s*$|\d{1,9}[.)](?=\s|$))")
 
 
 def escape(text: Any) -> str:
-    """Backslash-escapes Markdown punctuation; <, > and & become HTML entities."""
-    s = str(text).replace("\r", " ").replace("\n", " ")
-    s = MD_SPECIAL.sub(r"\\\1", s)
-    return s.replace("\\&", "&amp;").replace("\\<", "&lt;").replace("\\>", "&gt;")
+    """Makes an untrusted string inert in Markdown and HTML: drops control characters,
+    backslash-escapes the inline markup characters, entity-encodes &, < and >, and escapes a
+    leading block marker."""
+    s = "".join(ch if ch.isprintable() else " " if ch in "\r\n\t" else "?" for ch in str(text))
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = MD_INLINE.sub(r"\\\1", s)
+    def block(m: re.Match) -> str:
+        marker = m.group(2)
+        # "1." is escaped as "1\.", a single marker character as "\#".
+        return m.group(1) + (marker[:-1] + "\\" + marker[-1] if marker[0].isdigit() else "\\" + marker)
+
+    return MD_LINE_START.sub(block, s)
 
 
 def cell(text: Any) -> str:

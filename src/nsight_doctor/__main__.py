@@ -1,0 +1,3 @@
+from nsight_doctor.cli import main
+
+main()

@@ -1,0 +1,60 @@
+"""Shared paths and helpers for the test suite.
+
+Tests use real files only: the samples in samples/ (our own H200 captures) and, when the
+folder exists, other people's profiles in ../shared/corpus (or $NSIGHT_DOCTOR_CORPUS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+CORPUS = Path(os.environ.get("NSIGHT_DOCTOR_CORPUS", REPO.parent / "shared" / "corpus"))
+
+
+def sample(name: str, ext: str = ".sqlite") -> Path:
+    return SAMPLES / name / f"{name}{ext}"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    if path.is_dir():
+        for f in sorted(path.rglob("*")):
+            if f.is_file():
+                h.update(f.name.encode())
+                h.update(f.read_bytes())
+    else:
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs the real command line in a subprocess, as a user would."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "nsight_doctor", *args], capture_output=True,
+                          text=True, env=full_env, cwd=cwd or REPO, timeout=600)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch):
+    """Each test session exports reports into its own cache folder, never the user's."""
+    cache = tmp_path_factory.getbasetemp() / "nsight-doctor-cache"
+    monkeypatch.setenv("NSIGHT_DOCTOR_CACHE", str(cache))
+    return cache
+
+
+def nsys_available() -> bool:
+    return shutil.which("nsys") is not None
+
+
+requires_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+requires_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys is not installed (Debian package nsight-systems)")
