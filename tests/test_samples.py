@@ -30,12 +30,12 @@ def diagnoses():
 
 def sql_ops(con: sqlite3.Connection, with_graphs: bool = True) -> str:
     """Every GPU operation: kernels, copies, memsets and (optionally) graph executions."""
-    parts = ["SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_KERNEL",
-             "SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_MEMCPY"]
+    parts = ["SELECT start, end, correlationId, 'kernel' AS kind FROM x.CUPTI_ACTIVITY_KIND_KERNEL",
+             "SELECT start, end, correlationId, 'memcpy' FROM x.CUPTI_ACTIVITY_KIND_MEMCPY"]
     if has_table(con, "CUPTI_ACTIVITY_KIND_MEMSET"):
-        parts.append("SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_MEMSET")
+        parts.append("SELECT start, end, correlationId, 'memset' FROM x.CUPTI_ACTIVITY_KIND_MEMSET")
     if with_graphs and has_table(con, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
-        parts.append("SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+        parts.append("SELECT start, end, correlationId, 'graph' FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
     return " UNION ALL ".join(parts)
 
 
@@ -75,26 +75,27 @@ def gaps_by_cause(con) -> dict[str, tuple[int, int]]:
     graphs = has_table(con, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
     rows = con.execute(f"""
         WITH ops AS ({sql_ops(con, graphs)}),
-        o AS (SELECT start, end, correlationId, MAX(end) OVER (ORDER BY start, end ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end FROM ops),
+        o AS (SELECT start, end, correlationId, kind, MAX(end) OVER (ORDER BY start, end ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end FROM ops),
         g AS (SELECT *, SUM(CASE WHEN prev_end IS NULL OR start > prev_end THEN 1 ELSE 0 END)
                      OVER (ORDER BY start, end ROWS UNBOUNDED PRECEDING) AS island FROM o),
         i AS (SELECT island, MIN(start) AS s, MAX(end) AS e FROM g GROUP BY island),
-        first AS (SELECT g.island, g.correlationId FROM g JOIN i ON i.island = g.island AND g.start = i.s
+        first AS (SELECT g.island, g.correlationId, g.kind FROM g JOIN i ON i.island = g.island AND g.start = i.s
                   GROUP BY g.island),
         gaps AS (SELECT e AS gs, LEAD(s) OVER (ORDER BY s) AS ge, LEAD(island) OVER (ORDER BY s) AS next FROM i)
         SELECT gaps.gs, gaps.ge,
                CASE WHEN c.end IS NOT NULL AND c.end <= gaps.gs THEN 'queued'
                     WHEN EXISTS (SELECT 1 FROM blocking b WHERE b.end BETWEEN gaps.gs AND gaps.ge) THEN 'sync'
                     WHEN gaps.ge - gaps.gs < {LAUNCH_GAP_MAX_NS} THEN 'launch'
-                    ELSE 'long' END AS cause
+                    ELSE 'long' END AS cause, first.kind
         FROM gaps JOIN first ON first.island = gaps.next
         LEFT JOIN calls c ON c.correlationId = first.correlationId
         WHERE gaps.ge IS NOT NULL
     """).fetchall()
     out: dict[str, tuple[int, int]] = {}
-    for gs, ge, cause in rows:
-        n, total = out.get(cause, (0, 0))
-        out[cause] = (n + 1, total + ge - gs)
+    for gs, ge, cause, kind in rows:
+        for key in (cause, f"{cause} before {kind}"):
+            n, total = out.get(key, (0, 0))
+            out[key] = (n + 1, total + ge - gs)
     return out
 
 
@@ -111,7 +112,7 @@ def test_b1_top_finding_is_launch_bound_with_numbers_from_sql(diagnoses):
     kernels, median = con.execute("SELECT count(*), 0 FROM x.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
     assert top.evidence["kernels"] == kernels == 15808
     causes = gaps_by_cause(con)
-    n, total = causes["launch"]
+    n, total = causes["launch before kernel"]
     assert top.evidence["launch_gaps"] == n
     assert top.impact_ns == total
     assert top.evidence["launch_idle_pct"] > 80
@@ -162,7 +163,7 @@ def test_b1_idle_breakdown_partitions_the_idle_time(diagnoses):
     assert sum(c["total_ns"] for c in idle["by_cause"]) == idle["idle_ns"]
     assert sum(h["count"] for h in idle["histogram"]) == idle["gap_count"]
     f = finding(d, "gpu-idle")
-    assert "waiting for launches" in f.title
+    assert "waiting for the CPU to issue the next operation" in f.title
     # The three idle findings never count the same gap twice.
     claimed = sum(finding(d, r).impact_ns for r in ("launch-bound", "host-sync", "gpu-idle"))
     assert claimed <= idle["idle_ns"]

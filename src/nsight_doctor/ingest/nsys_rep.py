@@ -174,7 +174,7 @@ def export_report(report: Path, nsys_path: str | None = None, progress=None) -> 
     suffix = "_pqtdir" if form == "parquet" else ".sqlite"
     sibling = report.with_name(report.stem + suffix)
     # Beside the report when allowed and free; an existing file there is never replaced.
-    if os.access(report.parent, os.W_OK) and not sibling.exists():
+    if can_write_beside(report) and not sibling.exists():
         final = sibling
     else:
         final = cache.exports_dir() / (cache_key(report) + suffix)
@@ -205,6 +205,16 @@ def export_report(report: Path, nsys_path: str | None = None, progress=None) -> 
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return Export(final, form, reused=False), nsys
+
+
+def can_write_beside(report: Path) -> bool:
+    """Whether the report's folder may receive its export. Mode bits are checked as well as
+    access, because root may write anywhere: a read-only report (no write bit) or folder is
+    someone's archive, and gets its export in the cache folder instead."""
+    folder = report.parent
+    return (os.access(folder, os.W_OK)
+            and bool(folder.stat().st_mode & 0o222)
+            and bool(report.stat().st_mode & 0o222))
 
 
 def remove(p: Path) -> None:

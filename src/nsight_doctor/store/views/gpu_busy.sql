@@ -9,9 +9,10 @@
 -- first_correlation_id: correlation id of the interval's first operation.
 -- first_pid: process of the interval's first operation.
 -- first_name: name of the interval's first operation.
+-- first_kind: kind of the interval's first operation (kernel, graph, memcpy, memset).
 CREATE TABLE gpu_busy AS
 WITH o AS (
-    SELECT device_id, start, "end", correlation_id, pid, name,
+    SELECT device_id, start, "end", correlation_id, pid, name, kind,
            max("end") OVER (PARTITION BY device_id ORDER BY start, "end"
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
     FROM gpu_ops
@@ -24,5 +25,6 @@ SELECT device_id, min(start) AS start, max("end") AS "end", max("end") - min(sta
        count(*) AS ops,
        arg_min(correlation_id, start) AS first_correlation_id,
        arg_min(pid, start) AS first_pid,
-       arg_min(name, start) AS first_name
+       arg_min(name, start) AS first_name,
+       arg_min(kind, start) AS first_kind
 FROM g GROUP BY device_id, island;

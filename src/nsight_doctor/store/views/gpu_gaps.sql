@@ -7,6 +7,7 @@
 -- duration: end - start, ns.
 -- pid: process that issued the operation that ended the gap.
 -- next_op: name of the operation that ended the gap.
+-- next_kind: its kind: kernel, graph, memcpy or memset.
 -- launch_name: the API call that issued it (NULL when not traced).
 -- launch_start: when that call began on the CPU, ns.
 -- launch_end: when that call returned, ns.
@@ -26,11 +27,12 @@ WITH b AS (
            lead(start) OVER w AS next_start,
            lead(first_correlation_id) OVER w AS next_corr,
            lead(first_pid) OVER w AS next_pid,
-           lead(first_name) OVER w AS next_name
+           lead(first_name) OVER w AS next_name,
+           lead(first_kind) OVER w AS next_kind
     FROM gpu_busy WINDOW w AS (PARTITION BY device_id ORDER BY start)
 ), g AS (
     SELECT device_id, "end" AS start, next_start AS "end", next_start - "end" AS duration,
-           next_corr, next_pid AS pid, next_name AS next_op
+           next_corr, next_pid AS pid, next_name AS next_op, next_kind
     FROM b WHERE next_start IS NOT NULL
 ), l AS (
     SELECT g.*, a.name AS launch_name, a.start AS launch_start, a."end" AS launch_end
@@ -68,7 +70,7 @@ WITH b AS (
            - coalesce(c.cum_before + least(greatest(c1.start - c.start, 0), c."end" - c.start), 0) AS api_ns
     FROM c1 ASOF LEFT JOIN cover c ON c.pid = c1.pid AND c1.start >= c.start
 )
-SELECT k.device_id, k.start, k."end", k.duration, k.pid, k.next_op, k.launch_name,
+SELECT k.device_id, k.start, k."end", k.duration, k.pid, k.next_op, k.next_kind, k.launch_name,
        k.launch_start, k.launch_end,
        CASE WHEN k.blocking_end >= k.start THEN k.blocking_name END AS blocking_name,
        CASE WHEN k.blocking_end >= k.start THEN k.blocking_end END AS blocking_end,
