@@ -1,0 +1,73 @@
+"""Compatibility over other people's real profiles in ../shared/corpus (many nsys versions).
+
+Every SQLite export there, and every report, either analyses without error or, for a report
+that the installed nsys is too old to export, gives the one-line version message.
+Skipped with a reason when the corpus folder is absent (e.g. on a user's machine).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CORPUS, requires_corpus, requires_nsys, run_cli, sha256
+
+from nsight_doctor import analyze
+from nsight_doctor.errors import ReportVersionError
+from nsight_doctor.ingest.detect import detect
+
+
+def corpus_files(*suffixes: str) -> list:
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.glob("*/*") if p.name.endswith(suffixes))
+
+
+def ids(paths):
+    return [f"{p.parent.name}/{p.name}" for p in paths]
+
+
+SQLITE = [p for p in corpus_files(".sqlite") if detect(p).kind == "nsys-sqlite"]
+REPORTS = corpus_files(".nsys-rep", ".qdrep")
+
+
+@requires_corpus
+@pytest.mark.parametrize("path", SQLITE, ids=ids(SQLITE))
+def test_every_sqlite_export_analyses(path):
+    before = sha256(path)
+    d = analyze([path])
+    assert d.summary["capture_ns"] is not None
+    no_gpu_work = d.summary["gpu_window_ns"] is None
+    assert no_gpu_work == ("no-gpu-activity" in [f.rule_id for f in d.findings])
+    assert sha256(path) == before
+
+
+@requires_corpus
+@requires_nsys
+@pytest.mark.parametrize("path", REPORTS, ids=ids(REPORTS))
+def test_every_report_analyses_or_gives_the_version_message(path, private_cache):
+    before = sha256(path)
+    listing = sorted(q.name for q in path.parent.iterdir())
+    try:
+        d = analyze([path])
+    except ReportVersionError as e:
+        msg = str(e)
+        assert "cannot read it" in msg and "nsys export --type sqlite" in msg
+        assert "was written by Nsight Systems 20" in msg  # the report's own version is named
+    else:
+        assert d.inputs[0]["kind"] == "nsys-rep"
+        # The corpus is read-only: an export made now goes to the cache; one that was there
+        # already (the author's own) is reused.
+        export = d.inputs[0]["export_path"]
+        assert export.startswith(str(private_cache)) or export.rsplit("/", 1)[-1] in listing
+    assert sha256(path) == before
+    assert sorted(q.name for q in path.parent.iterdir()) == listing
+
+
+@requires_corpus
+@requires_nsys
+def test_too_new_report_message_on_the_command_line():
+    path = next(p for p in REPORTS if "HalfEmptyDrum" in str(p))  # nsys 2026.1
+    r = run_cli("analyze", str(path))
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Nsight Systems 2026.1.2.63" in r.stderr and "2022.4" in r.stderr
+    assert "nsys export --type sqlite myrun.nsys-rep" in r.stderr
