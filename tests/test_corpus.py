@@ -71,3 +71,23 @@ def test_too_new_report_message_on_the_command_line():
     assert len(r.stderr.strip().splitlines()) == 1
     assert "Nsight Systems 2026.1.2.63" in r.stderr and "2022.4" in r.stderr
     assert "nsys export --type sqlite myrun.nsys-rep" in r.stderr
+
+
+@requires_corpus
+def test_gpu_metrics_of_a_2022_4_export_are_read_from_generic_events():
+    """nsys 2022.4 exports keep GPU metric samples as JSON in GENERIC_EVENTS."""
+    path = CORPUS / "als244__ResourceEstimation" / "reports__report2.export-nsys2022.4.sqlite"
+    d = analyze([path])
+    metrics = d.summary["gpu_metrics"]["0"]
+    assert metrics["sm_active"]["metric"] == "SM Active"
+    assert metrics["dram_read"]["metric"] == "DRAM Read Throughput"
+    import sqlite3
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    n = con.execute("SELECT count(*) FROM GENERIC_EVENTS").fetchone()[0]
+    avg = con.execute("SELECT avg(CAST(json_extract(data, '$.\"SM Active\"') AS REAL)) FROM GENERIC_EVENTS").fetchone()[0]
+    assert metrics["sm_active"]["samples"] == n
+    assert metrics["sm_active"]["avg"] == pytest.approx(avg)
+    # The samples show SMs busy while this process's 4 kernels were not: the busy-time
+    # estimate is withheld rather than capped, and low-sm-activity does not fire.
+    assert metrics["sm_active"]["avg_busy"] is None
+    assert "low-sm-activity" not in [f.rule_id for f in d.findings]

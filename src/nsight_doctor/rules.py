@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -34,8 +35,14 @@ def builtin_rules_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "rules"
 
 
-def schema() -> dict:
-    return json.loads(resources.files("nsight_doctor").joinpath("rule_schema.json").read_text())
+@lru_cache(maxsize=1)
+def validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(resources.files("nsight_doctor").joinpath("rule_schema.json").read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+# The C parser when PyYAML has it: loading every rule is on the start-up path.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def rule_files(folder: Path) -> list[Path]:
@@ -44,11 +51,11 @@ def rule_files(folder: Path) -> list[Path]:
 
 def load_rule(path: Path) -> Rule:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=YAML_LOADER)
     except (OSError, yaml.YAMLError) as e:
         raise RuleError(f"{path}: not a readable YAML file ({e})") from None
     try:
-        jsonschema.validate(data, schema())
+        validator().validate(data)
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "(top)"
         raise RuleError(f"{path}: {where}: {e.message}") from None

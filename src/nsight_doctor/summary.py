@@ -218,7 +218,9 @@ def gpu_metrics(con) -> dict[str, Any]:
             FROM gpu_metrics m LEFT JOIN w ON w.device_id = m.device_id
             WHERE m.metric = $1 GROUP BY m.device_id ORDER BY m.device_id
         """, [metric]):
-            busy = None if r["avg_busy"] is None else min(100.0, r["avg_busy"])
+            # Above 100%, the samples saw GPU work that the trace did not (another process,
+            # or work outside the traced window): no estimate is better than a wrong one.
+            busy = r["avg_busy"] if r["avg_busy"] is not None and r["avg_busy"] <= 100.5 else None
             out.setdefault(str(r["device_id"]), {})[key] = {
                 "metric": metric, "avg": r["avg"], "avg_busy": busy, "samples": r["samples"]}
     return out

@@ -61,6 +61,7 @@ class Store:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(self.path), read_only=True, config=self.config)
+        quiet(con)
         # Rules are data from users: they may read the store, nothing else.
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -103,6 +104,7 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
     try:
         config = store_config(inputs, spill)
         con = duckdb.connect(str(tmp), config=config)
+        quiet(con)
         try:
             for path in inputs:
                 infos.append(load(con, path, nsys_path=nsys_path, progress=progress))
@@ -130,6 +132,11 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
     finally:
         shutil.rmtree(spill, ignore_errors=True)
     return Store(final, infos, temporary, config)
+
+
+def quiet(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB's own progress bar writes to stdout, which would corrupt JSON output."""
+    con.execute("SET enable_progress_bar = false")
 
 
 def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
