@@ -33,7 +33,8 @@ import yaml
 from nsight_doctor import rules as rules_mod
 from nsight_doctor import store
 from nsight_doctor.errors import RuleError
-from nsight_doctor.ingest.nsys_export import column_map, empty_table_ddl, quote
+from nsight_doctor.ingest import base_table_columns, create_missing_base_tables
+from nsight_doctor.ingest.nsys_export import quote
 from nsight_doctor.model import Finding, Rule
 
 # Test table name -> base table.
@@ -44,6 +45,28 @@ TABLES = {
     "gpu_metric_names": "base_gpu_metric_names", "processes": "base_processes",
     "threads": "base_threads", "capture": "base_capture",
     "profiler_overhead": "base_profiler_overhead", "capture_meta": "base_capture_meta",
+    "ncu_actions": "base_ncu_actions", "ncu_metrics": "base_ncu_metrics", "ncu_rules": "base_ncu_rules",
+    "ncu_reports": "base_ncu_reports",
+}
+# Short metric names for the `ncu` convenience table (any full ncu metric name works too).
+NCU_SHORT = {
+    "sm_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "mem_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "occ_limit_registers": "launch__occupancy_limit_registers",
+    "occ_limit_shared_mem": "launch__occupancy_limit_shared_mem",
+    "occ_limit_warps": "launch__occupancy_limit_warps",
+    "occ_limit_blocks": "launch__occupancy_limit_blocks",
+    "waves_per_sm": "launch__waves_per_multiprocessor",
+    "issue_active": "smsp__issue_active.avg.per_cycle_active",
+    "tensor_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "spill_requests": "derived__local_spilling_requests",
+    "global_ld_bytes_per_sector": "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
+    "smem_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "smem_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "dram_bytes": "dram__bytes_read.sum",
 }
 DEFAULT_PID = 1000
 DEFAULT_TID = 1000
@@ -76,8 +99,7 @@ class StoreBuilder:
         self.con = con
         self.strings: dict[str, int] = {}
         self.next_corr = 1_000_000
-        for base, spec in column_map().items():
-            con.execute(empty_table_ddl(base, spec))
+        create_missing_base_tables(con)
 
     def string_id(self, value: str) -> int:
         if value not in self.strings:
@@ -94,11 +116,37 @@ class StoreBuilder:
             return [dict(r) for r in spec]
         raise RuleError(f"table rows must be a list or {{sql: ...}}, not {spec!r}")
 
+    def add_ncu(self, spec: Any) -> None:
+        """`ncu` rows: a profiled kernel each, with its launch columns and a `metrics` map
+        (short names from NCU_SHORT, full ncu names, or `stall_<reason>` ratios) and an
+        optional `rules` list of ncu rule results."""
+        for i, row in enumerate(self.rows(spec)):
+            row = dict(row)
+            metrics = row.pop("metrics", {}) or {}
+            rules = row.pop("rules", []) or []
+            row.setdefault("action_id", i)
+            row.setdefault("report_id", 0)
+            for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+                row.setdefault(col, 1)
+            row.setdefault("grid_size", row["grid_x"] * row["grid_y"] * row["grid_z"])
+            row.setdefault("block_size", row["block_x"] * row["block_y"] * row["block_z"])
+            row.setdefault("sm_count", 132)
+            self.add("ncu_actions", [row])
+            for name, value in metrics.items():
+                if name.startswith("stall_"):
+                    name = f"smsp__average_warps_issue_stalled_{name[6:]}_per_issue_active.ratio"
+                name = NCU_SHORT.get(name, name)
+                self.add("ncu_metrics", [{"action_id": row["action_id"], "metric": name, "value": value}])
+            for r in rules:
+                self.add("ncu_rules", [{"action_id": row["action_id"], **r}])
+
     def add(self, table: str, spec: Any) -> None:
+        if table == "ncu":
+            return self.add_ncu(spec)
         base = TABLES.get(table)
         if base is None:
             raise RuleError(f"unknown test table '{table}' (known: {', '.join(TABLES)})")
-        columns = list(column_map()[base].get("sources", [column_map()[base]])[0]["columns"])
+        columns = base_table_columns()[base]
         for row in self.rows(spec):
             row = self.fill(base, row, columns)
             unknown = set(row) - set(columns)

@@ -62,6 +62,9 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> dict[st
     if metrics:
         s["gpu_metrics"] = metrics
     s["profiler_overhead_ns"] = one(con, "SELECT coalesce(sum(duration), 0) AS ns FROM profiler_overhead")["ns"]
+    kernels = ncu(con)
+    if kernels:
+        s["ncu"] = kernels
     return s
 
 
@@ -224,3 +227,35 @@ def gpu_metrics(con) -> dict[str, Any]:
             out.setdefault(str(r["device_id"]), {})[key] = {
                 "metric": metric, "avg": r["avg"], "avg_busy": busy, "samples": r["samples"]}
     return out
+
+
+def ncu(con) -> dict[str, Any]:
+    """Nsight Compute data: the reports, what they cover, and each kernel group's class."""
+    if not con.execute("SELECT EXISTS (SELECT 1 FROM ncu_kernels)").fetchone()[0]:
+        return {}
+    d: dict[str, Any] = {
+        "reports": rows(con, "SELECT path, ncu_version, actions AS kernels FROM base_ncu_reports ORDER BY report_id"),
+    }
+    d.update(one(con, """
+        SELECT count(*) AS kernels_profiled, count(DISTINCT launch) AS launch_configs,
+               count(*) FILTER (WHERE bottleneck = 'memory-bound') AS memory_bound,
+               count(*) FILTER (WHERE bottleneck = 'compute-bound') AS compute_bound,
+               count(*) FILTER (WHERE bottleneck = 'latency-bound') AS latency_bound,
+               count(*) FILTER (WHERE top_stall IS NOT NULL) AS with_stall_reasons,
+               count(*) FILTER (WHERE l2_hit_pct IS NOT NULL) AS with_cache_metrics,
+               count(*) FILTER (WHERE flops IS NOT NULL) AS with_roofline_metrics
+        FROM ncu_kernels
+    """))
+    cov = one(con, """
+        SELECT 100.0 * sum(nsys_total_ns) FILTER (WHERE nsys_match = 'config')
+               / nullif((SELECT sum(duration) FROM kernels), 0) AS coverage_pct
+        FROM ncu_groups
+    """)
+    d["coverage_pct"] = cov.get("coverage_pct")
+    d["groups"] = rows(con, """
+        SELECT launch, family, profiled, bottleneck, share_pct, time_basis, weight_ns,
+               duration_ns, sm_pct, mem_pct, dram_pct, achieved_occupancy_pct, waves_per_sm,
+               tensor_pct, top_stall
+        FROM ncu_groups ORDER BY weight_ns DESC LIMIT 15
+    """)
+    return d

@@ -19,7 +19,7 @@ from typing import Callable
 import duckdb
 
 from nsight_doctor.errors import InputError
-from nsight_doctor.ingest import cache, nsys_export, nsys_rep
+from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep
 from nsight_doctor.ingest.detect import Detected, detect
 
 __all__ = ["InputInfo", "detect", "load"]
@@ -56,8 +56,38 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
     if det.kind in ("xz", "gzip"):
         det = detect(unpack(det))
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
+        if table_exists(con, "base_kernels"):
+            raise InputError(f"'{original}': one Nsight Systems profile per analysis (another was given first)")
         return load_nsys(con, original, det, nsys_path, progress)
+    if det.kind == "ncu-rep":
+        meta = ncu.load_ncu(con, det.path, progress)
+        return InputInfo(path=str(original), kind="ncu-rep", producer="Nsight Compute",
+                         producer_version=meta.get("ncu_version"),
+                         row_counts={"kernels": meta.get("actions", 0)})
     raise InputError(f"'{original}': {PRODUCERS[det.kind]} files are not supported yet")
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
+
+
+def create_missing_base_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Every base table exists after ingest, empty when no input had its data (an
+    Nsight Compute report alone has no timeline, an nsys profile no kernel counters)."""
+    for base, spec in nsys_export.column_map().items():
+        if not table_exists(con, base):
+            con.execute(nsys_export.empty_table_ddl(base, spec))
+    ncu.create_empty(con)
+
+
+def base_table_columns() -> dict[str, list[str]]:
+    """Every base table's columns, for tools that fill the store from rows (rule tests)."""
+    out = {}
+    for base, spec in nsys_export.column_map().items():
+        out[base] = list(spec.get("sources", [spec])[0]["columns"])
+    for table, cols in ncu.TABLES.items():
+        out[table] = list(cols)
+    return out
 
 
 def load_nsys(con, original: Path, det: Detected, nsys_path, progress) -> InputInfo:

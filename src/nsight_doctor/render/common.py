@@ -97,6 +97,25 @@ def summary_rows(d: Diagnosis) -> list[tuple[str, str]]:
         rows.append((f"GPU {dev} metrics while busy", ", ".join(parts)))
     if s.get("profiler_overhead_ns"):
         rows.append(("Profiler overhead", fmt_ns(s["profiler_overhead_ns"])))
+    n = s.get("ncu")
+    if n:
+        versions = ", ".join(sorted({r["ncu_version"] or "?" for r in n["reports"]}))
+        cov = f", covering {pct(n['coverage_pct'])} of the timeline's kernel time" if n.get("coverage_pct") is not None else ""
+        rows.append(("Nsight Compute", (
+            f"{count(n['kernels_profiled'])} kernels profiled (ncu {versions}) in {count(n['launch_configs'])} "
+            f"launch configurations{cov}: {count(n['memory_bound'])} memory-bound, "
+            f"{count(n['compute_bound'])} compute-bound, {count(n['latency_bound'])} latency-bound")))
+        missing = [label for key, label in (("with_stall_reasons", "stall reasons"),
+                                            ("with_cache_metrics", "cache hit rates"),
+                                            ("with_roofline_metrics", "roofline counters"))
+                   if not n.get(key)]
+        if missing:
+            rows.append(("", f"not in the report: {', '.join(missing)} (capture with --set full)"))
+        for i, g in enumerate(n["groups"][:6]):
+            rows.append(("Profiled kernels" if i == 0 else "", (
+                f"{pct(g['share_pct'])} {g['launch']}: {g['bottleneck'] or '?'}; SM {pct(g['sm_pct'])}, "
+                f"memory {pct(g['mem_pct'])}, DRAM {pct(g['dram_pct'])}, occupancy {pct(g['achieved_occupancy_pct'])}"
+                + (f", top stall {g['top_stall']}" if g.get("top_stall") else ""))))
     return rows
 
 

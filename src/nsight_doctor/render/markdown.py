@@ -77,8 +77,11 @@ def render(d: Diagnosis) -> str:
             out.append(f"References: {refs}")
             out.append("")
     if d.skipped:
-        out.append("Rules not applicable: " + ", ".join(
-            f"`{s.rule_id}` ({escape(s.reason)})" for s in d.skipped))
+        by_reason: dict[str, list[str]] = {}
+        for s in d.skipped:
+            by_reason.setdefault(s.reason, []).append(f"`{s.rule_id}`")
+        out.append("Rules not applicable: " + "; ".join(
+            f"{escape(reason)}: {', '.join(ids)}" for reason, ids in by_reason.items()))
         out.append("")
     out.append("## How this was produced")
     out.append("")

@@ -24,13 +24,14 @@ import duckdb
 
 from nsight_doctor import __version__
 from nsight_doctor.errors import DoctorError, InputError
-from nsight_doctor.ingest import InputInfo, load
+from nsight_doctor.ingest import InputInfo, create_missing_base_tables, load
 
 VIEW_FILES = [
     "_macros", "processes", "threads", "_api_names", "api_calls", "kernels", "graph_launches",
     "memcpy", "memset", "gpu_ops", "capture", "syncs", "gpus", "gpu_metrics",
     "profiler_overhead", "gpu_busy", "blocking_calls", "gpu_gaps", "_nvtx", "nvtx_ranges",
-    "nvtx_gpu",
+    "nvtx_gpu", "ncu_metrics", "ncu_rule_results", "ncu_stalls", "ncu_kernels", "ncu_speedups",
+    "ncu_groups",
 ]
 
 
@@ -108,6 +109,7 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
         try:
             for path in inputs:
                 infos.append(load(con, path, nsys_path=nsys_path, progress=progress))
+            create_missing_base_tables(con)
             if progress:
                 progress("views")
             create_views(con)

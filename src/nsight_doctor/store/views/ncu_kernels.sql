@@ -1,0 +1,157 @@
+-- ncu_kernels: one row per kernel profiled by Nsight Compute, with the metrics that explain
+-- its performance. A column is NULL when the report's section set, ncu version or GPU did not
+-- collect it (e.g. stall reasons need --set full; cache hit rates --set detailed).
+--
+-- action_id: id of the profiled kernel in this store.
+-- report_id: which Nsight Compute report it came from (0 for the first).
+-- name: short kernel name (matches kernels.name of Nsight Systems).
+-- launch: name and launch configuration, name<<<(grid),(block)>>>: the key of ncu_groups.
+-- demangled_name: full demangled name.
+-- family: attention, gemm, communication, norm, reduction, rotary, indexing, elementwise or other, from the name.
+-- nvtx: the NVTX ranges open when it ran (with --nvtx), e.g. "decode_step".
+-- sections: the report sections collected for it, comma-separated (e.g. LaunchStats,Occupancy,SpeedOfLight).
+-- device_name: the GPU, e.g. "NVIDIA H200".
+-- sm_count: streaming multiprocessors of that GPU.
+-- compute_capability: e.g. "9.0".
+-- grid_x: grid dimension x.
+-- grid_y: grid dimension y.
+-- grid_z: grid dimension z.
+-- block_x: block dimension x.
+-- block_y: block dimension y.
+-- block_z: block dimension z.
+-- grid_size: blocks in the grid.
+-- block_size: threads per block.
+-- registers_per_thread: registers per thread.
+-- static_smem_bytes: static shared memory per block.
+-- dynamic_smem_bytes: dynamic shared memory per block.
+-- duration_ns: gpu__time_duration.sum under the profiler, ns.
+-- sm_pct: SM throughput, % of peak (sm__throughput).
+-- mem_pct: memory throughput, % of peak, the busiest of DRAM, L2 and L1 (gpu__compute_memory_throughput).
+-- dram_pct: DRAM throughput, % of peak (gpu__dram_throughput, or dram__throughput).
+-- l1_hit_pct: L1/TEX sector hit rate, %.
+-- l2_hit_pct: L2 sector hit rate, %.
+-- achieved_occupancy_pct: achieved occupancy, % of the maximum warps per SM.
+-- theoretical_occupancy_pct: theoretical occupancy, %.
+-- occ_limit_registers: blocks per SM allowed by registers.
+-- occ_limit_shared_mem: blocks per SM allowed by shared memory.
+-- occ_limit_warps: blocks per SM allowed by the warp limit.
+-- occ_limit_blocks: blocks per SM allowed by the block limit.
+-- occupancy_limiter: which of registers, shared_mem, warps, blocks allows the fewest blocks per SM.
+-- waves_per_sm: waves of blocks per SM (under 1: the grid cannot fill the GPU).
+-- issue_active: instructions issued per cycle per scheduler (0-1).
+-- eligible_warps: warps eligible to issue per cycle per scheduler.
+-- tensor_pct: tensor-core pipe utilisation, % of peak: the busiest of the Hopper (gmma) and the older (hmma) tensor pipe metrics.
+-- tensor_gmma_pct: Hopper warpgroup MMA instructions, % of peak (sm__inst_executed_pipe_tensor_op_gmma).
+-- tensor_hmma_pct: HMMA tensor pipe, % of peak (sm__pipe_tensor_op_hmma_cycles_active or sm__inst_executed_pipe_tensor_op_hmma).
+-- flops: non-tensor floating-point operations (FP16, FP32, FP64 add, mul and fma x2), as ncu's roofline counts them.
+-- dram_bytes: bytes read from and written to DRAM.
+-- arithmetic_intensity: flops / dram_bytes, FLOP per byte.
+-- peak_fp32_flops_per_s: FP32 peak at the measured SM clock (ncu's roofline peak).
+-- peak_dram_bytes_per_s: DRAM peak at the measured memory clock.
+-- ridge_flop_per_byte: peak_fp32_flops_per_s / peak_dram_bytes_per_s: below it a kernel is memory-bound on the FP32 roofline.
+-- spill_requests: local-memory requests caused by register spilling (derived__local_spilling_requests; 2025.x).
+-- local_sectors: local-memory sectors loaded and stored (spills and stack), where reported.
+-- global_ld_bytes_per_sector: bytes used per 32-byte sector of global loads (32 is perfectly coalesced).
+-- global_st_bytes_per_sector: the same for global stores.
+-- smem_bank_conflicts: shared-memory bank conflicts (loads and stores).
+-- smem_wavefronts: shared-memory wavefronts (loads and stores); conflicts add wavefronts.
+-- top_stall: the stall reason with the most warps per issued instruction ('selected' is not a stall).
+-- top_stall_ratio: its warps per issued instruction.
+-- long_scoreboard_ratio: warps stalled on L1TEX (global, local, texture) results per issued instruction.
+-- bottleneck: memory-bound (DRAM or memory throughput at 60% of peak or more, and above SM; or long-scoreboard stalls dominant with memory at 40% or more), compute-bound (SM throughput at 60% or more), else latency-bound (neither unit near its peak: too little parallel work or long dependency chains).
+CREATE VIEW ncu_kernels AS
+WITH m AS (
+    SELECT action_id,
+        max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') AS sm_pct,
+        max(value) FILTER (WHERE metric = 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed') AS mem_pct,
+        coalesce(max(value) FILTER (WHERE metric = 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed'),
+                 max(value) FILTER (WHERE metric = 'dram__throughput.avg.pct_of_peak_sustained_elapsed')) AS dram_pct,
+        max(value) FILTER (WHERE metric = 'l1tex__t_sector_hit_rate.pct') AS l1_hit_pct,
+        max(value) FILTER (WHERE metric = 'lts__t_sector_hit_rate.pct') AS l2_hit_pct,
+        max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
+        max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers') AS occ_limit_registers,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem') AS occ_limit_shared_mem,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps') AS occ_limit_warps,
+        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks') AS occ_limit_blocks,
+        max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor') AS waves_per_sm,
+        max(value) FILTER (WHERE metric = 'smsp__issue_active.avg.per_cycle_active') AS issue_active,
+        max(value) FILTER (WHERE metric = 'smsp__warps_eligible.avg.per_cycle_active') AS eligible_warps,
+        max(value) FILTER (WHERE metric = 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active') AS tensor_cycles_pct,
+        max(value) FILTER (WHERE metric = 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed') AS tensor_cycles_elapsed_pct,
+        max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active') AS tensor_gmma_pct,
+        coalesce(max(value) FILTER (WHERE metric = 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'),
+                 max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active')) AS tensor_hmma_pct,
+        max(value) FILTER (WHERE metric = 'smsp__cycles_elapsed.avg.per_second') AS smsp_hz,
+        max(value) FILTER (WHERE metric = 'sm__cycles_elapsed.avg.per_second') AS sm_hz,
+        max(value) FILTER (WHERE metric = 'dram__cycles_elapsed.avg.per_second') AS dram_hz,
+        max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained') AS ffma_peak,
+        max(value) FILTER (WHERE metric = 'dram__bytes.sum.peak_sustained') AS dram_peak_per_cycle,
+        sum(value) FILTER (WHERE metric IN (
+            'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed'))
+          + 2 * coalesce(sum(value) FILTER (WHERE metric IN (
+            'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed',
+            'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed')), 0) AS flop_per_cycle,
+        coalesce(max(value) FILTER (WHERE metric = 'dram__bytes_read.sum'), 0)
+          + coalesce(max(value) FILTER (WHERE metric = 'dram__bytes_write.sum'), 0) AS dram_rw_bytes,
+        max(value) FILTER (WHERE metric = 'dram__bytes.sum.per_second') AS dram_bytes_per_s,
+        max(value) FILTER (WHERE metric = 'derived__local_spilling_requests') AS spill_requests,
+        sum(value) FILTER (WHERE metric IN ('l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum',
+                                            'l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum')) AS local_sectors,
+        max(value) FILTER (WHERE metric = 'smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio') AS global_ld_bytes_per_sector,
+        max(value) FILTER (WHERE metric = 'smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio') AS global_st_bytes_per_sector,
+        sum(value) FILTER (WHERE metric IN ('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum',
+                                            'l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum')) AS smem_bank_conflicts,
+        sum(value) FILTER (WHERE metric IN ('l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum',
+                                            'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum')) AS smem_wavefronts,
+        max(value) FILTER (WHERE metric = 'smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio') AS long_scoreboard_ratio
+    FROM base_ncu_metrics GROUP BY action_id
+), s AS (
+    SELECT action_id, arg_max(reason, ratio) AS top_stall, max(ratio) AS top_stall_ratio
+    FROM ncu_stalls WHERE reason <> 'selected' AND ratio > 0 GROUP BY action_id
+), k AS (
+    SELECT a.*, m.* EXCLUDE (action_id), s.top_stall, s.top_stall_ratio,
+           a.duration_ns * 1e-9 * m.flop_per_cycle * m.smsp_hz AS flops,
+           CASE WHEN m.dram_rw_bytes > 0 THEN m.dram_rw_bytes
+                ELSE m.dram_bytes_per_s * a.duration_ns * 1e-9 END AS dram_bytes,
+           m.ffma_peak * 2 * m.sm_hz AS peak_fp32_flops_per_s,
+           m.dram_peak_per_cycle * m.dram_hz AS peak_dram_bytes_per_s
+    FROM base_ncu_actions a LEFT JOIN m USING (action_id) LEFT JOIN s USING (action_id)
+)
+SELECT action_id, report_id, name,
+       name || '<<<(' || grid_x || ',' || grid_y || ',' || grid_z || '),(' || block_x || ',' || block_y || ',' || block_z || ')>>>' AS launch,
+       demangled_name, kernel_family(name) AS family, nvtx, sections,
+       device_name, sm_count,
+       CASE WHEN cc_major IS NOT NULL THEN cc_major || '.' || cc_minor END AS compute_capability,
+       grid_x, grid_y, grid_z, block_x, block_y, block_z, grid_size, block_size,
+       registers_per_thread, static_smem_bytes, dynamic_smem_bytes, duration_ns,
+       sm_pct, mem_pct, dram_pct, l1_hit_pct, l2_hit_pct,
+       achieved_occupancy_pct, theoretical_occupancy_pct,
+       occ_limit_registers, occ_limit_shared_mem, occ_limit_warps, occ_limit_blocks,
+       CASE least(occ_limit_registers, occ_limit_shared_mem, occ_limit_warps, occ_limit_blocks)
+           WHEN occ_limit_registers THEN 'registers' WHEN occ_limit_shared_mem THEN 'shared_mem'
+           WHEN occ_limit_warps THEN 'warps' WHEN occ_limit_blocks THEN 'blocks' END AS occupancy_limiter,
+       waves_per_sm, issue_active, eligible_warps,
+       greatest(tensor_cycles_pct, tensor_cycles_elapsed_pct, tensor_gmma_pct, tensor_hmma_pct) AS tensor_pct,
+       tensor_gmma_pct, tensor_hmma_pct,
+       flops, dram_bytes,
+       CASE WHEN dram_bytes > 0 THEN flops / dram_bytes END AS arithmetic_intensity,
+       peak_fp32_flops_per_s, peak_dram_bytes_per_s,
+       peak_fp32_flops_per_s / nullif(peak_dram_bytes_per_s, 0) AS ridge_flop_per_byte,
+       spill_requests, local_sectors, global_ld_bytes_per_sector, global_st_bytes_per_sector,
+       smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, long_scoreboard_ratio,
+       CASE
+           WHEN greatest(mem_pct, dram_pct) >= 60 AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
+           WHEN top_stall = 'long_scoreboard' AND greatest(mem_pct, dram_pct) >= 40
+                AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
+           WHEN sm_pct >= 60 THEN 'compute-bound'
+           WHEN sm_pct IS NULL AND mem_pct IS NULL THEN NULL
+           ELSE 'latency-bound'
+       END AS bottleneck
+FROM k;

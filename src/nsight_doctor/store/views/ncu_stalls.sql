@@ -1,0 +1,15 @@
+-- ncu_stalls: warp-stall reasons of each kernel, as average warps stalled per issued
+-- instruction (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio).
+--
+-- action_id: the profiled kernel (ncu_kernels).
+-- kernel: its short name.
+-- reason: long_scoreboard, short_scoreboard, mio_throttle, lg_throttle, math_pipe_throttle,
+--   barrier, membar, wait, not_selected, selected, no_instruction, imc_miss, dispatch_stall,
+--   drain, branch_resolving, sleeping, tex_throttle, misc, gmma, ... as the report has them.
+-- ratio: warps stalled for this reason per issued instruction.
+CREATE VIEW ncu_stalls AS
+SELECT m.action_id, a.name AS kernel,
+       regexp_extract(m.metric, '^smsp__average_warps_issue_stalled_(.*)_per_issue_active\.ratio$', 1) AS reason,
+       m.value AS ratio
+FROM base_ncu_metrics m JOIN base_ncu_actions a USING (action_id)
+WHERE m.metric LIKE 'smsp\_\_average\_warps\_issue\_stalled\_%\_per\_issue\_active.ratio' ESCAPE '\';
