@@ -78,6 +78,16 @@ def bench_forms(sqlite: Path, parquet: Path, doctor: list[str]) -> dict:
             for form, p in (("sqlite", sqlite), ("parquet", parquet))}
 
 
+def bench_ncu(doctor: list[str], work: Path) -> dict:
+    """Ingest and analysis of a 71 MB --set detailed report of 30 kernels."""
+    import lzma
+    report = work / "ncu_decode_b1_detailed30.ncu-rep"
+    report.write_bytes(lzma.decompress((REPO / "bench/data/ncu_decode_b1_detailed30.ncu-rep.xz").read_bytes()))
+    out = timed([*doctor, "analyze", str(report), "--format", "json", "-q"])
+    return {"size_mb": report.stat().st_size / 2**20, "seconds": out["seconds"], "peak_mb": out["peak_mb"],
+            "kernels": json.loads(out["stdout"])["summary"]["ncu"]["kernels_profiled"]}
+
+
 def parquet_copy(sqlite: Path, dest: Path) -> Path:
     """Writes every table of an export as Parquet (the layout of nsys export --type parquetdir)."""
     import duckdb
@@ -118,6 +128,7 @@ def main(argv=None) -> int:
         "forms_decode_b1": bench_forms(REPO / "samples/decode_b1/decode_b1.sqlite",
                                        REPO / "samples/decode_b1/decode_b1_pqtdir", doctor),
         "forms_large": bench_forms(large, parquet_copy(large, work / "large_pqtdir"), doctor),
+        "ncu": bench_ncu(doctor, work),
     }
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))
@@ -134,6 +145,9 @@ def main(argv=None) -> int:
     for key in ("forms_decode_b1", "forms_large"):
         f = results[key]
         print(f"\n{key}: SQLite {f['sqlite']:.2f} s, Parquet {f['parquet']:.2f} s")
+    n = results["ncu"]
+    print(f"\nncu report {n['size_mb']:.0f} MB, {n['kernels']} kernels: {n['seconds']:.1f} s, peak {n['peak_mb']:.0f} MB "
+          "(the reader runs in a child process; /usr/bin/time reports the larger of the two)")
     if not a.keep and not a.large:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -1,0 +1,199 @@
+"""Nsight Compute reports end to end: the curated view's numbers against values read with
+ncu_report directly, the bottleneck class of named kernels, one ranking across nsys and ncu,
+coverage, compatibility over the corpus, and bad .ncu-rep input."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+
+import pytest
+from conftest import CORPUS, SAMPLES, requires_corpus, run_cli, sample, sha256
+
+from nsight_doctor import analyze, store
+
+NCU = SAMPLES / "ncu"
+SDPA = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x128_1x4x1_cga1x1x1_kernel0_0"
+
+
+@pytest.fixture(scope="module")
+def unpacked(tmp_path_factory):
+    """The xz-compressed samples, unpacked once for ncu_report."""
+    d = tmp_path_factory.mktemp("ncu")
+    out = {}
+    for name in ("ncu_decode_b1_full", "ncu_decode_b512_full", "ncu_decode_b1_basic"):
+        p = d / f"{name}.ncu-rep"
+        p.write_bytes(lzma.decompress((NCU / f"{name}.ncu-rep.xz").read_bytes()))
+        out[name] = p
+    return out
+
+
+def direct(path, index: int, metric: str):
+    """A metric of one kernel, read with ncu_report itself."""
+    import ncu_report
+    action = ncu_report.load_report(str(path))[0][index]
+    m = action.metric_by_name(metric)
+    return None if m is None else m.value()
+
+
+def kernels_of(paths):
+    built = store.build(paths)
+    try:
+        con = built.connect()
+        cur = con.execute("SELECT * FROM ncu_kernels ORDER BY action_id")
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+    finally:
+        built.close()
+
+
+def test_curated_view_matches_ncu_report(unpacked):
+    path = unpacked["ncu_decode_b512_full"]
+    rows = kernels_of([path])
+    assert len(rows) == 24
+    sdpa = next(r for r in rows if r["name"] == SDPA)
+    i = sdpa["action_id"]
+    pairs = {
+        "duration_ns": "gpu__time_duration.sum",
+        "sm_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "mem_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+        "waves_per_sm": "launch__waves_per_multiprocessor",
+        "l2_hit_pct": "lts__t_sector_hit_rate.pct",
+        "issue_active": "smsp__issue_active.avg.per_cycle_active",
+        "registers_per_thread": "launch__registers_per_thread",
+        "long_scoreboard_ratio": "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+    }
+    for col, metric in pairs.items():
+        assert sdpa[col] == pytest.approx(direct(path, i, metric)), col
+    read = direct(path, i, "dram__bytes_read.sum") + direct(path, i, "dram__bytes_write.sum")
+    assert sdpa["dram_bytes"] == pytest.approx(read)
+    peak = direct(path, i, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained") * 2 \
+        * direct(path, i, "sm__cycles_elapsed.avg.per_second")
+    assert sdpa["peak_fp32_flops_per_s"] == pytest.approx(peak)
+    assert (sdpa["grid_x"], sdpa["grid_y"], sdpa["grid_z"], sdpa["block_x"]) == (1, 16, 512, 128)
+    assert sdpa["device_name"] == "NVIDIA H200" and sdpa["sm_count"] == 132
+    assert sdpa["nvtx"] == "decode_step"
+    assert sdpa["bottleneck"] == "memory-bound" and sdpa["family"] == "attention"
+    assert sdpa["dram_pct"] > 75
+
+
+def test_batch_1_kernels_are_latency_bound_except_the_gemv(unpacked):
+    rows = kernels_of([unpacked["ncu_decode_b1_full"]])
+    gemv = [r for r in rows if r["name"].startswith("nvjet") and r["grid_y"] == 24]
+    assert gemv and all(r["bottleneck"] == "memory-bound" for r in gemv)
+    assert all(40 < r["dram_pct"] < 60 and r["sm_pct"] < 15 for r in gemv)
+    elementwise = [r for r in rows if r["family"] == "elementwise"]
+    assert elementwise and all(r["bottleneck"] == "latency-bound" for r in elementwise)
+    assert all(r["waves_per_sm"] < 1 for r in rows)
+
+
+def test_basic_set_computes_what_it_can_and_says_what_is_missing(unpacked):
+    d = analyze([unpacked["ncu_decode_b1_basic"]])
+    n = d.summary["ncu"]
+    assert n["kernels_profiled"] == 24
+    assert n["with_stall_reasons"] == 0 and n["with_cache_metrics"] == 0
+    assert n["memory_bound"] + n["compute_bound"] + n["latency_bound"] == 24
+    rows = kernels_of([unpacked["ncu_decode_b1_basic"]])
+    assert all(r["top_stall"] is None and r["sm_pct"] is not None for r in rows)
+    assert [f.rule_id for f in d.findings] == ["small-grid"]  # no timeline: no nsys rules
+
+
+def test_one_ranking_across_nsys_and_ncu():
+    """b512 timeline + its ncu report: the attention kernel's finding is ranked by its real
+    time in the timeline times ncu's own estimate, below the launch-bound finding."""
+    d = analyze([sample("decode_b512"), NCU / "ncu_decode_b512_full.ncu-rep.xz"])
+    ids = [f.rule_id for f in d.findings]
+    assert ids[0] == "launch-bound" and ids[1] == "attention-kv-bound"
+    f = d.findings[1]
+    import sqlite3
+    con = sqlite3.connect(f"file:{sample('decode_b512')}?mode=ro&immutable=1", uri=True)
+    total = con.execute("""SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN StringIds s ON s.id = k.shortName WHERE s.value = ? AND gridY = 16 AND gridZ = 512""", (SDPA,)).fetchone()[0]
+    assert f.evidence["weight_ns"] == total and f.evidence["time_basis"] == "nsys"
+    assert f.evidence["ncu_rules"] == "MemoryCacheAccessPattern"
+    assert f.impact_ns == pytest.approx(total * f.evidence["ncu_speedup_pct"] / 100, abs=1)
+    cov = d.summary["ncu"]["coverage_pct"]
+    assert 80 < cov < 95
+    note = next(f for f in d.findings if f.rule_id == "ncu-coverage")
+    assert note.evidence["covered_pct"] == pytest.approx(cov)
+    assert note.evidence["command"].startswith("ncu --set full --clock-control none -k 'regex:^(")
+    assert "--launch-skip" in note.evidence["command"] and "--launch-count" in note.evidence["command"]
+
+
+def test_ncu_only_report_on_the_command_line():
+    r = run_cli("analyze", str(NCU / "ncu_decode_b1_full.ncu-rep.xz"), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["inputs"][0]["kind"] == "ncu-rep" and d["inputs"][0]["producer_version"] == "2025.3.1"
+    assert d["summary"]["ncu"]["kernels_profiled"] == 24
+    assert "no-gpu-activity" not in [f["rule_id"] for f in d["findings"]]
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+def one_error_line(r, *needles):
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    for n in needles:
+        assert n in r.stderr, r.stderr
+
+
+def test_ncu_report_cut_in_half(unpacked, tmp_path):
+    p = tmp_path / "half.ncu-rep"
+    data = unpacked["ncu_decode_b1_basic"].read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    one_error_line(run_cli("analyze", str(p)), "half.ncu-rep", "no profiled kernels")
+
+
+def test_ncu_report_with_its_last_kernel_cut(unpacked, tmp_path):
+    p = tmp_path / "cut.ncu-rep"
+    data = unpacked["ncu_decode_b1_basic"].read_bytes()
+    p.write_bytes(data[: int(len(data) * 0.97)])
+    before = sha256(p)
+    one_error_line(run_cli("analyze", str(p)), "cut.ncu-rep", "truncated")
+    assert sha256(p) == before
+
+
+def test_file_named_ncu_rep_that_is_something_else(tmp_path):
+    p = tmp_path / "fake.ncu-rep"
+    shutil.copy(sample("decode_b1_graphs"), p)  # an SQLite export with the wrong name
+    r = run_cli("analyze", str(p), "--format", "json")
+    assert r.returncode == 0  # detected by content: it is an nsys export
+    assert json.loads(r.stdout)["inputs"][0]["kind"] == "nsys-sqlite"
+    p.write_text("ncu report\n" * 50)
+    one_error_line(run_cli("analyze", str(p)), "not a valid .ncu-rep")
+
+
+def test_magic_only_ncu_file(tmp_path):
+    p = tmp_path / "magic.ncu-rep"
+    p.write_bytes(b"NVR\x00\x02\x00\x00\x00")
+    one_error_line(run_cli("analyze", str(p)), "magic.ncu-rep")
+
+
+# --- other people's reports --------------------------------------------------------------
+
+CORPUS_NCU = sorted(CORPUS.glob("*/*.ncu-rep")) if CORPUS.is_dir() else []
+
+
+@requires_corpus
+@pytest.mark.parametrize("path", CORPUS_NCU, ids=[f"{p.parent.name}/{p.name}" for p in CORPUS_NCU])
+def test_every_corpus_ncu_report_analyses(path):
+    before = sha256(path)
+    d = analyze([path])
+    n = d.summary["ncu"]
+    assert n["kernels_profiled"] >= 1 and n["reports"][0]["ncu_version"].startswith("202")
+    assert sha256(path) == before
+
+
+@requires_corpus
+def test_fp32_sgemm_on_a10g_gets_the_tensor_core_advice():
+    path = CORPUS / "AveryClapp__ESMM-Research" / "fcf10798__profile.ncu-rep"
+    d = analyze([path])
+    f = next(f for f in d.findings if f.rule_id == "tensor-cores-idle")
+    assert f.evidence["name"].startswith("ampere_sgemm")
+    assert "allow_tf32" in f.recommendation
