@@ -52,6 +52,7 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     notes = list(warnings)
     for info in built.inputs:
         notes.extend(info.notes)
+    notes.extend(missing_data_notes(built.inputs, summ))
     if opts.db:
         notes.append(f"the DuckDB store was kept in {opts.db}")
     return Diagnosis(
@@ -63,6 +64,20 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         skipped=skipped,
         notes=notes,
     )
+
+
+def missing_data_notes(inputs, summ: dict) -> list[str]:
+    """What the capture lacks that a user could add, said once in the diagnosis."""
+    kinds = {i.kind for i in inputs}
+    timeline = kinds & {"nsys-rep", "nsys-sqlite", "nsys-parquet", "nvprof"}
+    notes = []
+    if timeline and summ.get("gpu_window_ns") and not summ.get("nvtx"):
+        src = "nvprof files carry no NVTX ranges that nsight-doctor reads" if kinds == {"nvprof"} or "nvprof" in kinds \
+            else "the capture has no NVTX ranges"
+        notes.append(f"no GPU time per NVTX range: {src} (mark the steps of your loop with NVTX; docs/capture.md)")
+    if "nvprof" in kinds:
+        notes.append("nvprof does not sample GPU metrics: SM and DRAM activity over time are unavailable")
+    return notes
 
 
 def input_record(info) -> dict:

@@ -19,7 +19,7 @@ from typing import Callable
 import duckdb
 
 from nsight_doctor.errors import InputError
-from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep
+from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep, nvprof
 from nsight_doctor.ingest.detect import Detected, detect
 
 __all__ = ["InputInfo", "detect", "load"]
@@ -57,13 +57,23 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
         det = detect(unpack(det))
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
         if table_exists(con, "base_kernels"):
-            raise InputError(f"'{original}': one Nsight Systems profile per analysis (another was given first)")
+            raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
         return load_nsys(con, original, det, nsys_path, progress)
     if det.kind == "ncu-rep":
         meta = ncu.load_ncu(con, det.path, progress)
         return InputInfo(path=str(original), kind="ncu-rep", producer="Nsight Compute",
                          producer_version=meta.get("ncu_version"),
                          row_counts={"kernels": meta.get("actions", 0)})
+    if det.kind == "nvprof":
+        if table_exists(con, "base_kernels"):
+            raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
+        meta = nvprof.load_nvprof(con, det.path, progress)
+        info = InputInfo(path=str(original), kind="nvprof", producer="nvprof",
+                         producer_version=f"database schema {meta['version']}" if meta["version"] else None,
+                         row_counts=meta["counts"], notes=list(meta["notes"]))
+        if meta["empty"]:
+            info.notes.append("the nvprof database holds no activity: nothing was profiled")
+        return info
     raise InputError(f"'{original}': {PRODUCERS[det.kind]} files are not supported yet")
 
 

@@ -129,7 +129,8 @@ def schema_matches(version: str | None, spec: str) -> bool:
             "==": have == want}[op]
 
 
-def column_expr(base: str, name: str, col: dict, columns: set[str], src: ExportSource) -> str:
+def column_expr(base: str, name: str, col: dict, columns: set[str], src: ExportSource,
+                params: dict | None = None) -> str:
     for item in col["from"]:
         item = {"column": item} if isinstance(item, str) else item
         if "schema" in item and not schema_matches(src.schema_version, item["schema"]):
@@ -137,7 +138,7 @@ def column_expr(base: str, name: str, col: dict, columns: set[str], src: ExportS
         if "column" in item and item["column"] in columns:
             return quote(item["column"])
         if "expr" in item and set(item.get("needs", [])) <= columns:
-            return item["expr"]
+            return item["expr"].format(**(params or {}))
     if "default" in col:
         d = col["default"]
         return "NULL" if d is None else repr(d)
@@ -147,20 +148,23 @@ def column_expr(base: str, name: str, col: dict, columns: set[str], src: ExportS
     )
 
 
-def build_select(base: str, spec: dict, src: ExportSource) -> str | None:
-    """The SELECT that fills one base table, or None when the export lacks its table."""
+def build_select(base: str, spec: dict, src: ExportSource, params: dict | None = None) -> str | None:
+    """The SELECT that fills one base table, or None when the export lacks its table.
+
+    params fill {placeholders} in expressions and SQL (the nvprof map's time origin)."""
     for source in spec.get("sources", [spec]):
         table = source["table"]
         if table not in src.tables or not set(source.get("requires", [])) <= set(src.tables):
             continue
         if "sql" in source:
-            return source["sql"]
+            return source["sql"].format(**(params or {}))
         cols = src.tables[table]
         exprs = [
-            f"CAST({column_expr(base, name, col, cols, src)} AS {col['type']}) AS {quote(name)}"
+            f"CAST({column_expr(base, name, col, cols, src, params)} AS {col['type']}) AS {quote(name)}"
             for name, col in source["columns"].items()
         ]
-        return f"SELECT {', '.join(exprs)} FROM src.{quote(table)}"
+        alias = f" AS {spec['alias']}" if "alias" in spec else ""
+        return f"SELECT {', '.join(exprs)} FROM src.{quote(table)}{alias}"
     return None
 
 
@@ -171,11 +175,12 @@ def empty_table_ddl(base: str, spec: dict) -> str:
 
 
 def load_base_tables(con: duckdb.DuckDBPyConnection, src: ExportSource,
-                     progress: Progress | None = None) -> dict[str, int]:
+                     progress: Progress | None = None, map_name: str = "nsys_columns.yaml",
+                     params: dict | None = None) -> dict[str, int]:
     """Creates every base table of the column map; returns their row counts."""
     counts = {}
-    for base, spec in column_map().items():
-        sql = build_select(base, spec, src)
+    for base, spec in column_map(map_name).items():
+        sql = build_select(base, spec, src, params)
         if progress:
             progress(base)
         try:

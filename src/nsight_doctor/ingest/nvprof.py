@@ -1,0 +1,99 @@
+"""Loads nvprof databases (--export-profile: .nvvp, .prof) into the same base tables as an
+Nsight Systems export, through nvprof_columns.yaml, so that every rule runs on them.
+"""
+
+from __future__ import annotations
+
+import csv
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from nsight_doctor.ingest import nsys_export
+from nsight_doctor.ingest.demangle import demangle, short_name
+
+MAP = "nvprof_columns.yaml"
+# Activity tables whose earliest timestamp is the capture's start.
+ACTIVITY = ["CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
+RUNTIME_NAME_BASE = 1_000_000_000
+DRIVER_NAME_BASE = 2_000_000_000
+
+
+def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
+    src = nsys_export.attach(con, path, "sqlite")
+    version = scalar(con, "SELECT max(version) FROM src.Version") if "Version" in src.tables else None
+    present = [t for t in ACTIVITY if t in src.tables]
+    t0 = scalar(con, " UNION ALL ".join(f'SELECT min(start) AS s FROM src."{t}"' for t in present).join(
+        ["SELECT coalesce(min(s), 0) FROM (", ")"])) if present else 0
+    t_end = scalar(con, " UNION ALL ".join(f'SELECT max("end") AS e FROM src."{t}"' for t in present).join(
+        ["SELECT max(e) FROM (", ")"])) if present else None
+    pid = 0
+    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if t in src.tables:
+            pid = scalar(con, f'SELECT coalesce(mode(processId), 0) FROM src."{t}"') or pid
+            if pid:
+                break
+    driver_union = ""
+    if "CUPTI_ACTIVITY_KIND_DRIVER" in src.tables:
+        driver_union = f"""UNION ALL
+        SELECT CAST(start - {t0} AS BIGINT), CAST("end" - {t0} AS BIGINT),
+               CAST((CAST(processId AS BIGINT) << 24) | (CAST(threadId AS BIGINT) & 16777215) AS BIGINT),
+               CAST(correlationId AS BIGINT), CAST({DRIVER_NAME_BASE} + cbid AS BIGINT), CAST(returnValue AS BIGINT)
+        FROM src.CUPTI_ACTIVITY_KIND_DRIVER"""
+    params = {"t0": int(t0 or 0), "pid": int(pid), "driver_union": driver_union}
+    counts = nsys_export.load_base_tables(con, src, progress, MAP, params)
+    add_api_names(con)
+    demangle_kernel_names(con)
+    con.execute("INSERT INTO base_capture VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))]) \
+        if table_exists(con, "base_capture") else con.execute(
+        "CREATE TABLE base_capture AS SELECT CAST(? AS BIGINT) AS duration", [None if t_end is None else int(t_end - (t0 or 0))])
+    process_name = None
+    if "CUPTI_ACTIVITY_KIND_NAME" in src.tables:
+        process_name = scalar(con, """SELECT s.value FROM src.CUPTI_ACTIVITY_KIND_NAME n
+            JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""")
+    con.execute("CREATE TABLE IF NOT EXISTS base_processes (global_pid BIGINT, pid BIGINT, name VARCHAR)")
+    if t_end is not None:
+        con.execute("INSERT INTO base_processes VALUES (?, ?, ?)", [int(pid) << 24, int(pid), process_name])
+    notes = []
+    for table, what in (("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
+                        ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),
+                        ("CUPTI_ACTIVITY_KIND_MARKER", "NVTX markers and ranges")):
+        if table in src.tables and scalar(con, f'SELECT count(*) FROM src."{table}"'):
+            notes.append(f"this nvprof file has {what}, which nsight-doctor does not read yet")
+    con.execute("DETACH src")
+    return {"version": version, "counts": counts, "notes": notes, "empty": t_end is None}
+
+
+def scalar(con, sql: str):
+    row = con.execute(sql).fetchone()
+    return row[0] if row else None
+
+
+def table_exists(con, name: str) -> bool:
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
+
+
+def add_api_names(con) -> None:
+    """String ids for CUDA API callback ids (see cupti_cbids.csv)."""
+    text = resources.files("nsight_doctor.ingest").joinpath("cupti_cbids.csv").read_text()
+    rows = [(RUNTIME_NAME_BASE + int(r["cbid"]) if r["api"] == "runtime" else DRIVER_NAME_BASE + int(r["cbid"]),
+             r["name"]) for r in csv.DictReader(text.splitlines())]
+    con.executemany("INSERT INTO base_strings VALUES (?, ?)", rows)
+
+
+def demangle_kernel_names(con) -> None:
+    """nvprof stores kernel names mangled: give each kernel a demangled and a short name."""
+    ids = con.execute("""SELECT DISTINCT k.short_name_id, s.value FROM base_kernels k
+                         JOIN base_strings s ON s.id = k.short_name_id""").fetchall()
+    next_id = (con.execute("SELECT coalesce(max(id), 0) FROM base_strings WHERE id < ?",
+                           [RUNTIME_NAME_BASE]).fetchone()[0]) + 1
+    for old_id, mangled in ids:
+        full = demangle(mangled)
+        short = short_name(full)
+        con.execute("INSERT INTO base_strings VALUES (?, ?), (?, ?)", [next_id, short, next_id + 1, full])
+        con.execute("UPDATE base_kernels SET short_name_id = ?, demangled_name_id = ? WHERE short_name_id = ?",
+                    [next_id, next_id + 1, old_id])
+        next_id += 2
