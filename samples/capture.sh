@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Captures every sample in samples/ on the lent GPU machine (see ../shared/CAPTURE.md).
 #
-#   bash samples/capture.sh OUTDIR DEBDIR
+#   bash samples/capture.sh OUTDIR DEBDIR [all|tp]
 #
 # OUTDIR receives log.txt and the captures packed as samples.tar.xz.NN (15 MiB pieces).
 # DEBDIR holds Debian's libdw1 and libelf1 packages, which the bundled nsys importer needs.
@@ -10,6 +10,7 @@
 set -u
 OUT=${1:?OUTDIR}
 DEBDIR=${2:?DEBDIR}
+MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -23,6 +24,7 @@ NGPU=$(nvidia-smi -L | wc -l)
 
 echo "== versions"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+nvidia-smi topo -m || true
 $NSYS --version
 ncu --version | tail -1
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
@@ -85,15 +87,42 @@ pack() {
   ls -la "$OUT"
 }
 
-if [ "$NGPU" -ge 2 ]; then
+# A tensor-parallel capture must hold both ranks; when the capture range did not catch both
+# processes, capture the whole run instead.
+tp_capture() {  # variant
+  local v=$1 args=(tp_decode.py --world 2 --variant $1 --batch 512 --steps 16 --warmup 3)
+  nsys_capture tp2_$v 0,1 -t cuda,nvtx,osrt --trace-fork-before-exec=true -- "${args[@]}"
+  local ndev
+  ndev=$(python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select count(distinct deviceId) from CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0])" "$C/tp2_$v.sqlite" 2>/dev/null || echo 0)
+  echo "== tp2_$v: kernels on $ndev GPUs"
+  if [ "$ndev" -lt 2 ]; then
+    echo "== tp2_$v: recapturing without the capture range"
+    CUDA_VISIBLE_DEVICES=0,1 timeout 150 $NSYS profile -o "$C/tp2_$v" -f true --sample=none --cpuctxsw=none \
+      -t cuda,nvtx,osrt --trace-fork-before-exec=true python3 $W/"${args[@]}"
+    timeout 90 $NSYS export --type sqlite -f true -o "$C/tp2_$v.sqlite" "$C/tp2_$v.nsys-rep"
+  fi
+  # How long nsys takes to export each form, for docs/performance.md.
+  local t0=$SECONDS
+  timeout 90 $NSYS export --type sqlite -f true -o "/tmp/exp_$v.sqlite" "$C/tp2_$v.nsys-rep" >/dev/null 2>&1
+  local t1=$SECONDS
+  timeout 90 $NSYS export --type parquetdir -f true -o "/tmp/exp_${v}_pq" "$C/tp2_$v.nsys-rep" >/dev/null 2>&1
+  echo "== export timing tp2_$v: sqlite $((t1 - t0)) s, parquetdir $((SECONDS - t1)) s"
+}
+
+if [ "$MODE" = tp ]; then
+  for v in exposed overlap straggler; do
+    in_time tp2_$v && tp_capture $v
+  done
+  mkdir -p $C/tp && mv $C/tp2_* $C/tp/
+  pack tp
+elif [ "$NGPU" -ge 2 ]; then
   nsys_series 0 > "$C/nsys_series.log" 2>&1 &
   ncu_series 1
   wait
   cat "$C/nsys_series.log"
   pack single
   for v in exposed overlap straggler; do
-    in_time tp2_$v && nsys_capture tp2_$v 0,1 -t cuda,nvtx,osrt --trace-fork-before-exec=true -- \
-      tp_decode.py --world 2 --variant $v --batch 512 --steps 16 --warmup 3
+    in_time tp2_$v && tp_capture $v
   done
   mkdir -p $C/tp && mv $C/tp2_* $C/tp/
   pack tp

@@ -62,10 +62,25 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> dict[st
     if metrics:
         s["gpu_metrics"] = metrics
     s["profiler_overhead_ns"] = one(con, "SELECT coalesce(sum(duration), 0) AS ns FROM profiler_overhead")["ns"]
+    comm = communication(con)
+    if comm:
+        s["communication"] = comm
     kernels = ncu(con)
     if kernels:
         s["ncu"] = kernels
     return s
+
+
+def communication(con) -> list[dict[str, Any]]:
+    """Per GPU: collective kernels, their share of the GPU window, transfer and waiting time."""
+    return rows(con, """
+        WITH w AS (SELECT device_id, max("end") - min(start) AS window_ns FROM gpu_busy GROUP BY device_id)
+        SELECT c.device_id, any_value(c.pid) AS pid, count(*) AS collectives, max(c.ranks) AS ranks,
+               sum(c.duration) AS comm_ns, 100.0 * sum(c.duration) / any_value(w.window_ns) AS comm_pct,
+               sum(c.transfer_ns) AS transfer_ns, sum(c.wait_ns) AS wait_ns, sum(c.exposed_ns) AS exposed_ns,
+               count(*) FILTER (WHERE c.last_to_arrive) AS last_arrivals
+        FROM comm_kernels c JOIN w USING (device_id) GROUP BY c.device_id ORDER BY c.device_id
+    """)
 
 
 def gpus(con) -> list[dict[str, Any]]:

@@ -97,6 +97,11 @@ def summary_rows(d: Diagnosis) -> list[tuple[str, str]]:
         rows.append((f"GPU {dev} metrics while busy", ", ".join(parts)))
     if s.get("profiler_overhead_ns"):
         rows.append(("Profiler overhead", fmt_ns(s["profiler_overhead_ns"])))
+    for i, c in enumerate(s.get("communication") or []):
+        rows.append(("Communication" if i == 0 else "", (
+            f"GPU {c['device_id']}: {count(c['collectives'])} collectives on {count(c['ranks'])} GPUs, "
+            f"{fmt_ns(c['comm_ns'])} ({pct(c['comm_pct'])} of its window): transfer {fmt_ns(c['transfer_ns'])}, "
+            f"waiting {fmt_ns(c['wait_ns'])}, exposed {fmt_ns(c['exposed_ns'])}; arrived last {count(c['last_arrivals'])}x")))
     n = s.get("ncu")
     if n:
         versions = ", ".join(sorted({r["ncu_version"] or "?" for r in n["reports"]}))

@@ -30,7 +30,7 @@ VIEW_FILES = [
     "_macros", "processes", "threads", "_api_names", "api_calls", "kernels", "graph_launches",
     "memcpy", "memset", "gpu_ops", "capture", "syncs", "gpus", "gpu_metrics",
     "profiler_overhead", "gpu_busy", "blocking_calls", "gpu_gaps", "_nvtx", "nvtx_ranges",
-    "nvtx_gpu", "ncu_metrics", "ncu_rule_results", "ncu_stalls", "ncu_kernels", "ncu_speedups",
+    "nvtx_gpu", "comm_kernels", "ncu_metrics", "ncu_rule_results", "ncu_stalls", "ncu_kernels", "ncu_speedups",
     "ncu_groups",
 ]
 

@@ -1,0 +1,91 @@
+"""Communication rules on real 2-GPU tensor-parallel captures (samples/tp2_*) and on the 4-GPU
+NCCL run of the corpus (nvprof), checked with SQL on the exports."""
+
+from __future__ import annotations
+
+import lzma
+import sqlite3
+
+import pytest
+from conftest import CORPUS, SAMPLES, requires_corpus
+
+from nsight_doctor import analyze
+
+
+@pytest.fixture(scope="module")
+def tp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tp")
+    out = {}
+    for v in ("exposed", "overlap", "straggler"):
+        p = d / f"tp2_{v}.sqlite"
+        p.write_bytes(lzma.decompress((SAMPLES / f"tp2_{v}" / f"tp2_{v}.sqlite.xz").read_bytes()))
+        out[v] = (p, analyze([p]))
+    return out
+
+
+def nccl(path, device):
+    """Durations of the NCCL kernels of one GPU, in launch order."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    return [r[0] for r in con.execute("""SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'ncclDevKernel%' AND k.deviceId = ?
+        ORDER BY k.start""", (device,))]
+
+
+def finding(d, rule, device=None):
+    return next(f for f in d.findings if f.rule_id == rule and (device is None or f.evidence.get("device_id") == device))
+
+
+def test_exposed_transfer_and_waits_match_sql(tp):
+    path, d = tp["exposed"]
+    g0, g1 = nccl(path, 0), nccl(path, 1)
+    assert len(g0) == len(g1) == 512  # 16 steps x 16 layers x 2 all-reduces
+    transfer = sum(min(a, b) for a, b in zip(g0, g1))
+    wait0 = sum(a - min(a, b) for a, b in zip(g0, g1))
+    f0 = finding(d, "communication-exposed", 0)
+    assert f0.evidence["transfer_ns"] == transfer
+    assert f0.evidence["wait_ns"] == wait0
+    assert f0.evidence["on_compute_stream"] is True and f0.evidence["overlapped_pct"] == 0
+    assert f0.impact_ns == transfer  # all of it exposed
+    assert f0.evidence["step_range"] == "decode_step" and f0.evidence["collectives_per_step"] == 32
+    imb = finding(d, "rank-imbalance")
+    assert imb.evidence["straggler"] == 1 and imb.evidence["device_id"] == 0
+    assert imb.impact_ns == wait0
+    assert "CPU side" in imb.message
+
+
+def test_overlap_variant_overlaps_part_of_the_communication(tp):
+    _, d = tp["overlap"]
+    f = finding(d, "communication-exposed", 0)
+    assert 15 < f.evidence["overlapped_pct"] < 40
+    assert f.evidence["on_compute_stream"] is False
+    assert d.findings[0].rule_id == "rank-imbalance"
+
+
+def test_straggler_variant_names_the_extra_work(tp):
+    path, d = tp["straggler"]
+    imb = finding(d, "rank-imbalance")
+    assert imb.evidence["straggler"] == 1
+    assert imb.evidence["straggler_kernels"] > imb.evidence["waiter_kernels"]
+    assert "more GPU work" in imb.message
+    g0, g1 = nccl(path, 0), nccl(path, 1)
+    last1 = sum(1 for a, b in zip(g0, g1) if a > b)  # GPU 0 waited longer: GPU 1 came last
+    assert imb.evidence["late_pct"] == pytest.approx(100 * last1 / 512, abs=2)
+
+
+def test_summary_reports_the_nccl_share_per_gpu(tp):
+    _, d = tp["exposed"]
+    comm = {c["device_id"]: c for c in d.summary["communication"]}
+    assert set(comm) == {0, 1} and comm[0]["collectives"] == 512 and comm[0]["ranks"] == 2
+    assert comm[0]["comm_ns"] == comm[0]["transfer_ns"] + comm[0]["wait_ns"]
+
+
+@requires_corpus
+def test_four_gpu_nccl_run_recorded_by_nvprof():
+    d = analyze([CORPUS / "UCBerkeley-Spring2022-CS267-project__blinkplus-nccl-base" / "output.nvvp"])
+    comm = d.summary["communication"]
+    # 12 tree all-reduces and 12 ring broadcasts (MANIFEST.tsv) over 4 V100s.
+    assert len(comm) == 4 and sum(c["collectives"] for c in comm) == 24
+    assert all(c["comm_ns"] == c["transfer_ns"] + c["wait_ns"] for c in comm)
+    # Communication is 1.5% of a 10 s window dominated by start-up: no communication finding.
+    assert all(c["comm_pct"] < 2 for c in comm)
+    assert not {"communication-exposed", "rank-imbalance"} & {f.rule_id for f in d.findings}
