@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -137,7 +136,8 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results["runs"]:
         d = r["doctor"]
-        ns = r.get("nsys_stats", {}); na = r.get("nsys_analyze", {})
+        ns = r.get("nsys_stats", {})
+        na = r.get("nsys_analyze", {})
         print(f"| {Path(r['file']).name} | {r['size_mb']:.0f} MB | {d['kernels']:,} | {d['seconds']:.1f} s | "
               f"{d['peak_mb']:.0f} MB ({r['memory_ratio']:.2f}x) | {ns.get('seconds', float('nan')):.1f} s, {ns.get('peak_mb', 0):.0f} MB | "
               f"{na.get('seconds', float('nan')):.1f} s, {na.get('peak_mb', 0):.0f} MB | {r.get('nsys_total_seconds', float('nan')):.1f} s | "

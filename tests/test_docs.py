@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import duckdb
 import jsonschema
 import pytest
 from conftest import REPO, run_cli, sample

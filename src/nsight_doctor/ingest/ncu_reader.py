@@ -98,7 +98,7 @@ def read(path: Path, out: Path) -> None:
         raise BadReport(
             f"'{path}' holds no profiled kernels: it is empty, truncated or corrupt "
             "(Nsight Compute's reader found nothing in it)")
-    for n, (ri, ai, a) in enumerate(actions):
+    for n, (_, _, a) in enumerate(actions):
         if a.name() is None or not a.metric_names():
             raise BadReport(
                 f"'{path}' is truncated: kernel {n + 1} of {len(actions)} is incomplete; "
