@@ -10,7 +10,7 @@
 set -u
 OUT=${1:?OUTDIR}
 DEBDIR=${2:?DEBDIR}
-MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine)
+MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf: only hf_generate
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -109,7 +109,11 @@ tp_capture() {  # variant
   echo "== export timing tp2_$v: sqlite $((t1 - t0)) s, parquetdir $((SECONDS - t1)) s"
 }
 
-if [ "$MODE" = tp ]; then
+if [ "$MODE" = hf ]; then
+  python3 -c 'import transformers; print("transformers", transformers.__version__)'
+  nsys_capture hf_generate 0 -t cuda,nvtx,osrt -- hf_generate.py --batch 4 --new-tokens 32
+  pack hf
+elif [ "$MODE" = tp ]; then
   for v in exposed overlap straggler; do
     in_time tp2_$v && tp_capture $v
   done
