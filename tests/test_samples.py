@@ -236,3 +236,17 @@ def test_report_with_sibling_export_needs_no_nsys_and_is_not_modified(tmp_path):
     assert out["inputs"][0]["export_path"].endswith("decode_b1_pqtdir")
     assert out["findings"][0]["rule_id"] == "launch-bound"
     assert {p: sha256(p) for p in before} == before
+
+
+def test_transformers_generate_is_launch_bound_with_per_token_syncs():
+    d = analyze([sample("hf_generate")])
+    con = export(sample("hf_generate"))
+    kernels = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert d.findings[0].rule_id == "launch-bound"
+    assert d.findings[0].evidence["kernels"] == kernels
+    assert d.summary["gpu_busy_pct"] < 10
+    f = finding(d, "host-sync")
+    syncs = con.execute("""SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
+        WHERE s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%'""").fetchone()[0]
+    assert f.evidence["blocking_calls"] == syncs
+    assert 1.5 <= syncs / 32 <= 2.5  # about two per generated token
