@@ -24,6 +24,14 @@ def sample(name: str, ext: str = ".sqlite") -> Path:
     return SAMPLES / name / f"{name}{ext}"
 
 
+def unxz(src: Path, dest_dir: Path) -> Path:
+    """Decompresses an xz-compressed sample (samples ship large exports and reports that way)."""
+    import lzma
+    dest = dest_dir / src.name.removesuffix(".xz")
+    dest.write_bytes(lzma.decompress(src.read_bytes()))
+    return dest
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     if path.is_dir():

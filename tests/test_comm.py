@@ -3,11 +3,10 @@ NCCL run of the corpus (nvprof), checked with SQL on the exports."""
 
 from __future__ import annotations
 
-import lzma
 import sqlite3
 
 import pytest
-from conftest import CORPUS, SAMPLES, requires_corpus
+from conftest import CORPUS, SAMPLES, requires_corpus, unxz
 
 from nsight_doctor import analyze
 
@@ -17,8 +16,7 @@ def tp(tmp_path_factory):
     d = tmp_path_factory.mktemp("tp")
     out = {}
     for v in ("exposed", "overlap", "straggler"):
-        p = d / f"tp2_{v}.sqlite"
-        p.write_bytes(lzma.decompress((SAMPLES / f"tp2_{v}" / f"tp2_{v}.sqlite.xz").read_bytes()))
+        p = unxz(SAMPLES / f"tp2_{v}" / f"tp2_{v}.sqlite.xz", d)
         out[v] = (p, analyze([p]))
     return out
 

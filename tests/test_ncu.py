@@ -5,11 +5,10 @@ coverage, compatibility over the corpus, and bad .ncu-rep input."""
 from __future__ import annotations
 
 import json
-import lzma
 import shutil
 
 import pytest
-from conftest import CORPUS, SAMPLES, requires_corpus, run_cli, sample, sha256
+from conftest import CORPUS, SAMPLES, requires_corpus, run_cli, sample, sha256, unxz
 
 from nsight_doctor import analyze, store
 
@@ -21,12 +20,8 @@ SDPA = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x12
 def unpacked(tmp_path_factory):
     """The xz-compressed samples, unpacked once for ncu_report."""
     d = tmp_path_factory.mktemp("ncu")
-    out = {}
-    for name in ("ncu_decode_b1_full", "ncu_decode_b512_full", "ncu_decode_b1_basic"):
-        p = d / f"{name}.ncu-rep"
-        p.write_bytes(lzma.decompress((NCU / f"{name}.ncu-rep.xz").read_bytes()))
-        out[name] = p
-    return out
+    return {name: unxz(NCU / f"{name}.ncu-rep.xz", d)
+            for name in ("ncu_decode_b1_full", "ncu_decode_b512_full", "ncu_decode_b1_basic")}
 
 
 def direct(path, index: int, metric: str):

@@ -56,7 +56,7 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
     if det.kind in ("xz", "gzip"):
         det = detect(unpack(det))
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
-        if table_exists(con, "base_kernels"):
+        if nsys_export.table_exists(con, "base_kernels"):
             raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
         return load_nsys(con, original, det, nsys_path, progress)
     if det.kind == "ncu-rep":
@@ -65,7 +65,7 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
                          producer_version=meta.get("ncu_version"),
                          row_counts={"kernels": meta.get("actions", 0)})
     if det.kind == "nvprof":
-        if table_exists(con, "base_kernels"):
+        if nsys_export.table_exists(con, "base_kernels"):
             raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
         meta = nvprof.load_nvprof(con, det.path, progress)
         info = InputInfo(path=str(original), kind="nvprof", producer="nvprof",
@@ -77,15 +77,11 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
     raise InputError(f"'{original}': {PRODUCERS[det.kind]} files are not supported yet")
 
 
-def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
-
-
 def create_missing_base_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Every base table exists after ingest, empty when no input had its data (an
     Nsight Compute report alone has no timeline, an nsys profile no kernel counters)."""
     for base, spec in nsys_export.column_map().items():
-        if not table_exists(con, base):
+        if not nsys_export.table_exists(con, base):
             con.execute(nsys_export.empty_table_ddl(base, spec))
     ncu.create_empty(con)
 

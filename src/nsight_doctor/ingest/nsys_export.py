@@ -7,7 +7,6 @@ versioned column map (nsys_columns.yaml). Nothing else in the code knows export 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -112,29 +111,14 @@ def read_meta(con: duckdb.DuckDBPyConnection, src: ExportSource) -> None:
     src.schema_version = src.meta.get("EXPORT_SCHEMA_VERSION")
 
 
-def version_tuple(v: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
-
-
-def schema_matches(version: str | None, spec: str) -> bool:
-    """spec is like '>=3.20' or '<3.20'; an unknown version matches nothing limited."""
-    if version is None:
-        return False
-    m = re.fullmatch(r"\s*(>=|<=|<|>|==)\s*([\d.]+)\s*", spec)
-    if not m:
-        raise ValueError(f"bad schema range {spec!r} in the column map")
-    op, want = m.group(1), version_tuple(m.group(2))
-    have = version_tuple(version)[: len(want)]
-    return {">=": have >= want, "<=": have <= want, "<": have < want, ">": have > want,
-            "==": have == want}[op]
+def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
 
 
 def column_expr(base: str, name: str, col: dict, columns: set[str], src: ExportSource,
                 params: dict | None = None) -> str:
     for item in col["from"]:
         item = {"column": item} if isinstance(item, str) else item
-        if "schema" in item and not schema_matches(src.schema_version, item["schema"]):
-            continue
         if "column" in item and item["column"] in columns:
             return quote(item["column"])
         if "expr" in item and set(item.get("needs", [])) <= columns:

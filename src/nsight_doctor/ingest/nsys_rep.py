@@ -20,7 +20,6 @@ import hashlib
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from nsight_doctor.errors import InputError, ReportVersionError, ToolMissingError
 from nsight_doctor.ingest import cache
+from nsight_doctor.ingest.detect import sqlite_tables
 
 # Where nsys usually lives when it is not on PATH; the last one is the nsys that Nsight
 # Compute bundles.
@@ -115,12 +115,8 @@ def sibling_exports(report: Path) -> list[tuple[Path, str]]:
 def is_complete_sqlite(p: Path) -> bool:
     """An export is complete when its metadata table exists (nsys writes it last)."""
     try:
-        con = sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
+        names = sqlite_tables(p)
+    except InputError:
         return False
     return bool(names & {"META_DATA_EXPORT", "EXPORT_META_DATA"})
 

@@ -47,14 +47,15 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
     counts = nsys_export.load_base_tables(con, src, progress, MAP, params)
     add_api_names(con)
     demangle_kernel_names(con)
-    con.execute("INSERT INTO base_capture VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))]) \
-        if table_exists(con, "base_capture") else con.execute(
-        "CREATE TABLE base_capture AS SELECT CAST(? AS BIGINT) AS duration", [None if t_end is None else int(t_end - (t0 or 0))])
+    # The nvprof map has no capture or process table: the same base tables as nsys's, filled here.
+    nsys_map = nsys_export.column_map()
+    for base in ("base_capture", "base_processes"):
+        con.execute(nsys_export.empty_table_ddl(base, nsys_map[base]))
+    con.execute("INSERT INTO base_capture VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))])
     process_name = None
     if "CUPTI_ACTIVITY_KIND_NAME" in src.tables:
         process_name = scalar(con, """SELECT s.value FROM src.CUPTI_ACTIVITY_KIND_NAME n
             JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""")
-    con.execute("CREATE TABLE IF NOT EXISTS base_processes (global_pid BIGINT, pid BIGINT, name VARCHAR)")
     if t_end is not None:
         con.execute("INSERT INTO base_processes VALUES (?, ?, ?)", [int(pid) << 24, int(pid), process_name])
     notes = []
@@ -70,10 +71,6 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
 def scalar(con, sql: str):
     row = con.execute(sql).fetchone()
     return row[0] if row else None
-
-
-def table_exists(con, name: str) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
 
 
 def add_api_names(con) -> None:

@@ -70,12 +70,7 @@ class Store:
 
     def close(self) -> None:
         if self.temporary:
-            for p in (self.path, Path(str(self.path) + ".wal")):
-                p.unlink(missing_ok=True)
-            try:
-                self.path.parent.rmdir()
-            except OSError:
-                pass
+            remove_db(self.path, with_folder=True)
 
     def __enter__(self):
         return self
@@ -123,17 +118,22 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
         if tmp != final:
             os.replace(tmp, final)
     except BaseException:
-        for p in (tmp, Path(str(tmp) + ".wal")):
-            p.unlink(missing_ok=True)
-        if temporary:
-            try:
-                tmp.parent.rmdir()
-            except OSError:
-                pass
+        remove_db(tmp, with_folder=temporary)
         raise
     finally:
         shutil.rmtree(spill, ignore_errors=True)
     return Store(final, infos, temporary, config)
+
+
+def remove_db(path: Path, with_folder: bool) -> None:
+    """Deletes a DuckDB file and its write-ahead log (and its private temporary folder)."""
+    for p in (path, Path(str(path) + ".wal")):
+        p.unlink(missing_ok=True)
+    if with_folder:
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass
 
 
 def quiet(con: duckdb.DuckDBPyConnection) -> None:
