@@ -222,25 +222,12 @@ def gpu_metrics(con) -> dict[str, Any]:
         metric = next((n for p in prefixes for n in names if n.startswith(p)), None)
         if metric is None:
             continue
-        # Each sample averages its metric over the sampling period, so the average inside
-        # the GPU activity window divided by the busy share of the window is the average
-        # while the GPU was busy.
         for r in rows(con, """
-            WITH w AS (
-                SELECT device_id, min(start) AS s, max("end") AS e, sum(duration) AS busy_ns
-                FROM gpu_busy GROUP BY device_id
-            )
-            SELECT m.device_id, count(*) AS samples, avg(m.value) AS avg,
-                   avg(m.value) FILTER (WHERE m.timestamp BETWEEN w.s AND w.e)
-                       / (any_value(w.busy_ns) / any_value(w.e - w.s)) AS avg_busy
-            FROM gpu_metrics m LEFT JOIN w ON w.device_id = m.device_id
-            WHERE m.metric = $1 GROUP BY m.device_id ORDER BY m.device_id
+            SELECT device_id, samples, avg, avg_busy FROM gpu_metric_averages
+            WHERE metric = $1 ORDER BY device_id
         """, [metric]):
-            # Above 100%, the samples saw GPU work that the trace did not (another process,
-            # or work outside the traced window): no estimate is better than a wrong one.
-            busy = r["avg_busy"] if r["avg_busy"] is not None and r["avg_busy"] <= 100.5 else None
             out.setdefault(str(r["device_id"]), {})[key] = {
-                "metric": metric, "avg": r["avg"], "avg_busy": busy, "samples": r["samples"]}
+                "metric": metric, "avg": r["avg"], "avg_busy": r["avg_busy"], "samples": r["samples"]}
     return out
 
 

@@ -29,7 +29,7 @@ from nsight_doctor.ingest import InputInfo, create_missing_base_tables, load
 VIEW_FILES = [
     "_macros", "processes", "threads", "_api_names", "api_calls", "kernels", "graph_launches",
     "memcpy", "memset", "gpu_ops", "capture", "syncs", "gpus", "gpu_metrics",
-    "profiler_overhead", "gpu_busy", "blocking_calls", "gpu_gaps", "_nvtx", "nvtx_ranges",
+    "profiler_overhead", "gpu_busy", "gpu_metric_averages", "blocking_calls", "gpu_gaps", "_nvtx", "nvtx_ranges",
     "nvtx_gpu", "comm_kernels", "ncu_metrics", "ncu_rule_results", "ncu_stalls", "ncu_kernels", "ncu_speedups",
     "ncu_groups",
 ]

@@ -1,0 +1,29 @@
+-- gpu_metric_averages: each sampled GPU metric averaged per GPU, over all its samples and over
+-- the time the GPU was busy (empty when no metrics were sampled).
+--
+-- device_id: GPU index (as in gpu_metrics).
+-- metric: metric name, e.g. "SMs Active [Throughput %]".
+-- samples: samples of the metric.
+-- avg: their average.
+-- window_samples: samples inside the GPU's activity window (first to last operation).
+-- window_avg: their average.
+-- busy_ns: the GPU's busy time (gpu_busy).
+-- busy_share: busy time over the activity window.
+-- avg_busy: the average while the GPU was busy, window_avg / busy_share (each sample averages
+--   its metric over the sampling period); NULL above 100.5%, where the samples saw GPU work
+--   that the trace did not (another process, or work outside the traced window).
+CREATE VIEW gpu_metric_averages AS
+WITH w AS (
+    SELECT device_id, min(start) AS s, max("end") AS e, sum(duration) AS busy_ns
+    FROM gpu_busy GROUP BY device_id
+), a AS (
+    SELECT m.device_id, m.metric, count(*) AS samples, avg(m.value) AS avg,
+           count(*) FILTER (WHERE m.timestamp BETWEEN w.s AND w.e) AS window_samples,
+           avg(m.value) FILTER (WHERE m.timestamp BETWEEN w.s AND w.e) AS window_avg,
+           any_value(w.busy_ns) AS busy_ns,
+           any_value(w.busy_ns) / any_value(w.e - w.s) AS busy_share
+    FROM gpu_metrics m LEFT JOIN w ON w.device_id = m.device_id
+    GROUP BY m.device_id, m.metric
+)
+SELECT *, CASE WHEN window_avg / busy_share <= 100.5 THEN window_avg / busy_share END AS avg_busy
+FROM a;
