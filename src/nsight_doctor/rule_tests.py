@@ -15,9 +15,12 @@ must fire or stay quiet, may override thresholds, and may check evidence values.
           api_calls: [{start: 0, end: 5000, name: cudaLaunchKernel, correlation_id: 1}]
         evidence: {kernels: 1000}
 
-Conveniences (so cases read like the views): ``name`` (and ``demangled_name``, ``text``)
-becomes a StringIds id; ``pid`` and ``tid`` become nsys's global ids; missing columns take
-defaults (device 0, stream 7, a 1x1x1 grid, a unique correlation id).
+Tables are the base tables of the contract (ingest/base_tables.yaml) without their ``base_``
+prefix, with their neutral values (``direction: DtoH``, ``src_kind: pinned``, ``kind:
+push_pop``). Conveniences, so that cases read like the views: ``name`` (and
+``demangled_name``) becomes a string id; missing columns take defaults (process 1000,
+thread 1000, device 0, stream 7, a 1x1x1 grid, a unique correlation id). The ``ncu`` table
+takes one profiled kernel per row, with its metrics by their neutral names.
 """
 
 from __future__ import annotations
@@ -32,49 +35,17 @@ import yaml
 
 from nsight_doctor import rules as rules_mod
 from nsight_doctor import store
+from nsight_doctor.db import quote
 from nsight_doctor.errors import RuleError
-from nsight_doctor.ingest import base_table_columns, create_missing_base_tables
-from nsight_doctor.ingest.nsys_export import quote
+from nsight_doctor.ingest import contract, create_missing
 from nsight_doctor.model import Finding, Rule
 
-# Test table name -> base table.
-TABLES = {
-    "kernels": "base_kernels", "graph_launches": "base_graph_launches", "memcpy": "base_memcpy",
-    "memset": "base_memset", "api_calls": "base_api_calls", "syncs": "base_syncs",
-    "nvtx": "base_nvtx", "gpus": "base_gpus", "gpu_metrics": "base_gpu_metrics",
-    "gpu_metric_names": "base_gpu_metric_names", "processes": "base_processes",
-    "threads": "base_threads", "capture": "base_capture",
-    "profiler_overhead": "base_profiler_overhead", "capture_meta": "base_capture_meta",
-    "ncu_actions": "base_ncu_actions", "ncu_metrics": "base_ncu_metrics", "ncu_rules": "base_ncu_rules",
-    "ncu_reports": "base_ncu_reports",
-}
-# Short metric names for the `ncu` convenience table (any full ncu metric name works too).
-NCU_SHORT = {
-    "sm_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "mem_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
-    "occ_limit_registers": "launch__occupancy_limit_registers",
-    "occ_limit_shared_mem": "launch__occupancy_limit_shared_mem",
-    "occ_limit_warps": "launch__occupancy_limit_warps",
-    "occ_limit_blocks": "launch__occupancy_limit_blocks",
-    "waves_per_sm": "launch__waves_per_multiprocessor",
-    "issue_active": "smsp__issue_active.avg.per_cycle_active",
-    "tensor_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-    "spill_requests": "derived__local_spilling_requests",
-    "global_ld_bytes_per_sector": "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
-    "smem_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "smem_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "dram_bytes": "dram__bytes_read.sum",
-}
 DEFAULT_PID = 1000
 DEFAULT_TID = 1000
 # Text columns and the id columns they fill.
 STRING_COLUMNS = {
     "base_kernels": {"name": "short_name_id", "demangled_name": "demangled_name_id"},
     "base_api_calls": {"name": "name_id"},
-    "base_nvtx": {"text_value": "text_id"},
     "base_threads": {"name": "name_id"},
     "base_profiler_overhead": {"name": "name_id"},
 }
@@ -99,7 +70,7 @@ class StoreBuilder:
         self.con = con
         self.strings: dict[str, int] = {}
         self.next_corr = 1_000_000
-        create_missing_base_tables(con)
+        create_missing(con)
 
     def string_id(self, value: str) -> int:
         if value not in self.strings:
@@ -118,8 +89,8 @@ class StoreBuilder:
 
     def add_ncu(self, spec: Any) -> None:
         """`ncu` rows: a profiled kernel each, with its launch columns and a `metrics` map
-        (short names from NCU_SHORT, full ncu names, or `stall_<reason>` ratios) and an
-        optional `rules` list of ncu rule results."""
+        (columns of base_ncu_kernel_metrics, or `stall_<reason>` ratios) and an optional
+        `rules` list of ncu rule results."""
         for i, row in enumerate(self.rows(spec)):
             row = dict(row)
             metrics = row.pop("metrics", {}) or {}
@@ -132,21 +103,22 @@ class StoreBuilder:
             row.setdefault("block_size", row["block_x"] * row["block_y"] * row["block_z"])
             row.setdefault("sm_count", 132)
             self.add("ncu_actions", [row])
-            for name, value in metrics.items():
-                if name.startswith("stall_"):
-                    name = f"smsp__average_warps_issue_stalled_{name[6:]}_per_issue_active.ratio"
-                name = NCU_SHORT.get(name, name)
-                self.add("ncu_metrics", [{"action_id": row["action_id"], "metric": name, "value": value}])
+            stalls = {k[6:]: v for k, v in metrics.items() if k.startswith("stall_")}
+            values = {k: v for k, v in metrics.items() if not k.startswith("stall_")}
+            self.add("ncu_kernel_metrics", [{"action_id": row["action_id"], **values}])
+            for reason, ratio in stalls.items():
+                self.add("ncu_stalls", [{"action_id": row["action_id"], "reason": reason, "ratio": ratio}])
             for r in rules:
                 self.add("ncu_rules", [{"action_id": row["action_id"], **r}])
 
     def add(self, table: str, spec: Any) -> None:
         if table == "ncu":
             return self.add_ncu(spec)
-        base = TABLES.get(table)
-        if base is None:
-            raise RuleError(f"unknown test table '{table}' (known: {', '.join(TABLES)})")
-        columns = base_table_columns()[base]
+        base = f"base_{table}"
+        if base not in contract():
+            known = ", ".join(t.removeprefix("base_") for t in contract())
+            raise RuleError(f"unknown test table '{table}' (known: ncu, {known})")
+        columns = contract()[base].column_names
         for row in self.rows(spec):
             row = self.fill(base, row, columns)
             unknown = set(row) - set(columns)
@@ -165,11 +137,9 @@ class StoreBuilder:
                 row[id_col] = None if value is None else self.string_id(str(value))
         if base == "base_kernels" and "short_name_id" in row and "demangled_name_id" not in row:
             row["demangled_name_id"] = row["short_name_id"]
-        pid, tid = row.pop("pid", DEFAULT_PID), row.pop("tid", DEFAULT_TID)
-        if "global_pid" in columns and "global_pid" not in row:
-            row["global_pid"] = pid << 24
-        if "global_tid" in columns and "global_tid" not in row:
-            row["global_tid"] = (pid << 24) | tid
+        for col, value in (("pid", DEFAULT_PID), ("tid", DEFAULT_TID)):
+            if col in columns:
+                row.setdefault(col, value)
         if "correlation_id" in columns and row.get("correlation_id") is None and base != "base_nvtx":
             self.next_corr += 1
             row["correlation_id"] = self.next_corr

@@ -9,7 +9,6 @@ rule's thresholds bound as $parameters. Each row it returns is a finding; the ro
 from __future__ import annotations
 
 import json
-import math
 import re
 from functools import lru_cache
 from importlib import resources
@@ -20,6 +19,7 @@ import duckdb
 import jsonschema
 import yaml
 
+from nsight_doctor.db import first_line, plain
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import Finding, Rule, Skipped, Threshold, fill, severity_rank
 
@@ -233,23 +233,6 @@ def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -
         return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
     except duckdb.Error as e:
         raise RuleError(f"rule '{rule.id}' ({name}) failed: {str(e).splitlines()[0]}") from None
-
-
-def plain(v: Any) -> Any:
-    """Values as JSON-friendly Python types (DuckDB gives Decimal for some aggregates)."""
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    if isinstance(v, float):
-        return None if math.isnan(v) else v
-    if isinstance(v, (list, tuple)):
-        return [plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: plain(x) for k, x in v.items()}
-    try:
-        f = float(v)
-        return int(f) if f.is_integer() and "Decimal" not in type(v).__name__ else f
-    except (TypeError, ValueError):
-        return str(v)
 
 
 def rank(findings: list[Finding]) -> list[Finding]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import duckdb
 
-from nsight_doctor.rules import plain
+from nsight_doctor.db import plain
 
 TINY_KERNEL_NS = 10_000  # a kernel shorter than 10 us is "tiny" in the summary
 TOP_KERNELS = 10

@@ -18,11 +18,13 @@ from typing import Callable
 
 import duckdb
 
+from nsight_doctor.db import table_exists
 from nsight_doctor.errors import InputError
 from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep, nvprof
 from nsight_doctor.ingest.detect import Detected, detect
+from nsight_doctor.ingest.tables import contract, create_missing
 
-__all__ = ["InputInfo", "detect", "load"]
+__all__ = ["InputInfo", "contract", "create_missing", "detect", "load"]
 
 PRODUCERS = {
     "nsys-rep": "Nsight Systems",
@@ -56,7 +58,7 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
     if det.kind in ("xz", "gzip"):
         det = detect(unpack(det))
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
-        if nsys_export.table_exists(con, "base_kernels"):
+        if table_exists(con, "base_kernels"):
             raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
         return load_nsys(con, original, det, nsys_path, progress)
     if det.kind == "ncu-rep":
@@ -65,7 +67,7 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
                          producer_version=meta.get("ncu_version"),
                          row_counts={"kernels": meta.get("actions", 0)})
     if det.kind == "nvprof":
-        if nsys_export.table_exists(con, "base_kernels"):
+        if table_exists(con, "base_kernels"):
             raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
         meta = nvprof.load_nvprof(con, det.path, progress)
         info = InputInfo(path=str(original), kind="nvprof", producer="nvprof",
@@ -75,25 +77,6 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
             info.notes.append("the nvprof database holds no activity: nothing was profiled")
         return info
     raise InputError(f"'{original}': {PRODUCERS[det.kind]} files are not supported yet")
-
-
-def create_missing_base_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Every base table exists after ingest, empty when no input had its data (an
-    Nsight Compute report alone has no timeline, an nsys profile no kernel counters)."""
-    for base, spec in nsys_export.column_map().items():
-        if not nsys_export.table_exists(con, base):
-            con.execute(nsys_export.empty_table_ddl(base, spec))
-    ncu.create_empty(con)
-
-
-def base_table_columns() -> dict[str, list[str]]:
-    """Every base table's columns, for tools that fill the store from rows (rule tests)."""
-    out = {}
-    for base, spec in nsys_export.column_map().items():
-        out[base] = list(spec.get("sources", [spec])[0]["columns"])
-    for table, cols in ncu.TABLES.items():
-        out[table] = list(cols)
-    return out
 
 
 def load_nsys(con, original: Path, det: Detected, nsys_path, progress) -> InputInfo:

@@ -14,38 +14,43 @@ from pathlib import Path
 
 import duckdb
 
+from nsight_doctor.db import literal, quote, table_exists
 from nsight_doctor.errors import InputError
+from nsight_doctor.ingest.tables import column_map, contract
 
-# The base tables, with their columns and types (docs: the ncu_* views in docs/schema.md).
-TABLES = {
-    "base_ncu_reports": {
-        "report_id": "INTEGER", "path": "VARCHAR", "ncu_version": "VARCHAR", "actions": "INTEGER",
-    },
-    "base_ncu_actions": {
-        "action_id": "INTEGER", "report_id": "INTEGER", "range_idx": "INTEGER", "action_idx": "INTEGER",
-        "name": "VARCHAR", "demangled_name": "VARCHAR", "mangled_name": "VARCHAR", "nvtx": "VARCHAR",
-        "sections": "VARCHAR",
-        "grid_x": "BIGINT", "grid_y": "BIGINT", "grid_z": "BIGINT",
-        "block_x": "BIGINT", "block_y": "BIGINT", "block_z": "BIGINT",
-        "grid_size": "BIGINT", "block_size": "BIGINT", "registers_per_thread": "INTEGER",
-        "static_smem_bytes": "BIGINT", "dynamic_smem_bytes": "BIGINT", "duration_ns": "DOUBLE",
-        "sm_count": "INTEGER", "cc_major": "INTEGER", "cc_minor": "INTEGER", "device_name": "VARCHAR",
-    },
-    "base_ncu_metrics": {
-        "action_id": "INTEGER", "metric": "VARCHAR", "value": "DOUBLE", "text": "VARCHAR", "unit": "VARCHAR",
-    },
-    "base_ncu_rules": {
-        "action_id": "INTEGER", "rule_id": "VARCHAR", "rule_name": "VARCHAR", "section": "VARCHAR",
-        "message_type": "VARCHAR", "title": "VARCHAR", "message": "VARCHAR", "speedup_pct": "DOUBLE",
-        "speedup_type": "VARCHAR", "focus_metrics": "VARCHAR",
-    },
-}
+NCU_TABLES = ("base_ncu_reports", "base_ncu_actions", "base_ncu_metrics", "base_ncu_rules",
+              "base_ncu_kernel_metrics", "base_ncu_stalls")
+# Files the reader writes, and the base table each one appends to.
+READER_FILES = (("base_ncu_actions", "actions"), ("base_ncu_metrics", "metrics"), ("base_ncu_rules", "rules"))
 
 
 def create_empty(con: duckdb.DuckDBPyConnection) -> None:
-    for table, cols in TABLES.items():
-        ddl = ", ".join(f'"{c}" {t}' for c, t in cols.items())
-        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({ddl})")
+    for name in NCU_TABLES:
+        if not table_exists(con, name):
+            con.execute(contract()[name].ddl())
+
+
+def metric_expr(spec: dict) -> str:
+    """The aggregate over base_ncu_metrics that gives one neutral column."""
+    if "first" in spec:
+        picks = [f"max(value) FILTER (WHERE metric = {literal(m)})" for m in spec["first"]]
+        return picks[0] if len(picks) == 1 else f"coalesce({', '.join(picks)})"
+    names = ", ".join(literal(m) for m in spec["sum"])
+    return f"sum(value) FILTER (WHERE metric IN ({names}))"
+
+
+def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> None:
+    """Fills base_ncu_kernel_metrics and base_ncu_stalls for the actions from first_action on,
+    from the metrics' ncu names (ncu_columns.yaml)."""
+    spec = column_map("ncu_columns.yaml")["tables"]
+    table = contract()["base_ncu_kernel_metrics"]
+    exprs = [metric_expr(spec["base_ncu_kernel_metrics"]["columns"][c]) + f" AS {quote(c)}"
+             for c in table.column_names if c != "action_id"]
+    con.execute(f"INSERT INTO base_ncu_kernel_metrics SELECT action_id, {', '.join(exprs)} "
+                "FROM base_ncu_metrics WHERE action_id >= ? GROUP BY action_id", [first_action])
+    pattern = literal(spec["base_ncu_stalls"]["pattern"])
+    con.execute(f"INSERT INTO base_ncu_stalls SELECT action_id, regexp_extract(metric, {pattern}, 1), value "
+                f"FROM base_ncu_metrics WHERE action_id >= ? AND regexp_matches(metric, {pattern})", [first_action])
 
 
 def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
@@ -66,19 +71,19 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
         meta = json.loads((out / "report.json").read_text())
         report_id = con.execute("SELECT coalesce(max(report_id) + 1, 0) FROM base_ncu_reports").fetchone()[0]
         offset = con.execute("SELECT coalesce(max(action_id) + 1, 0) FROM base_ncu_actions").fetchone()[0]
-        con.execute("INSERT INTO base_ncu_reports VALUES (?, ?, ?, ?)",
+        con.execute("INSERT INTO base_ncu_reports (report_id, path, ncu_version, actions) VALUES (?, ?, ?, ?)",
                     [report_id, str(path), meta.get("ncu_version"), meta.get("actions")])
-        for table, name in (("base_ncu_actions", "actions"), ("base_ncu_metrics", "metrics"),
-                            ("base_ncu_rules", "rules")):
-            cols = TABLES[table]
+        for table, name in READER_FILES:
+            cols = contract()[table].columns
             f = out / f"{name}.jsonl"
             if f.stat().st_size == 0:
                 continue
-            spec = ", ".join(f"'{c}': '{t}'" for c, t in cols.items() if c != "report_id")
+            spec = ", ".join(f"'{c.name}': '{c.type}'" for c in cols if c.name != "report_id")
             select = ", ".join(
-                (f"action_id + {offset}" if c == "action_id" else
-                 f"{report_id}" if c == "report_id" else f'"{c}"') + f' AS "{c}"'
+                (f"action_id + {offset}" if c.name == "action_id" else
+                 f"{report_id}" if c.name == "report_id" else quote(c.name)) + f" AS {quote(c.name)}"
                 for c in cols)
-            con.execute(f"INSERT INTO {table} SELECT {select} FROM read_json('{f}', format='newline_delimited', "
-                        f"columns={{{spec}}})")
+            con.execute(f"INSERT INTO {table} SELECT {select} FROM read_json({literal(str(f))}, "
+                        f"format='newline_delimited', columns={{{spec}}})")
+        derive_tables(con, offset)
     return meta

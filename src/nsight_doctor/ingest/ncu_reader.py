@@ -18,25 +18,23 @@ from __future__ import annotations
 import json
 import re
 import sys
+from importlib import resources
 from pathlib import Path
+
+import yaml
 
 MSG_TYPES = {0: "none", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}
 SPEEDUP_TYPES = {1: "local", 2: "global"}
 VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+)(?:\.\d+)? \(build \d+\)")
 # ncu messages link to sections, URLs and SASS with @kind:target:text@; keep the text.
 MARKUP_RE = re.compile(r"@(?:section|url|sass|source|metric):[^:@]*:([^@]*)@")
-LAUNCH = {
-    "grid_x": "launch__grid_dim_x", "grid_y": "launch__grid_dim_y", "grid_z": "launch__grid_dim_z",
-    "block_x": "launch__block_dim_x", "block_y": "launch__block_dim_y", "block_z": "launch__block_dim_z",
-    "grid_size": "launch__grid_size", "block_size": "launch__block_size",
-    "registers_per_thread": "launch__registers_per_thread",
-    "static_smem_bytes": "launch__shared_mem_per_block_static",
-    "dynamic_smem_bytes": "launch__shared_mem_per_block_dynamic",
-    "duration_ns": "gpu__time_duration.sum",
-    "sm_count": "device__attribute_multiprocessor_count",
-    "cc_major": "device__attribute_compute_capability_major",
-    "cc_minor": "device__attribute_compute_capability_minor",
-}
+
+
+def launch_metrics() -> dict[str, str]:
+    """base_ncu_actions columns read from a metric, and the metric (ncu_columns.yaml)."""
+    spec = yaml.safe_load(resources.files("nsight_doctor.ingest").joinpath("ncu_columns.yaml").read_text())
+    cols = spec["tables"]["base_ncu_actions"]["columns"]
+    return {c: s["first"][0] for c, s in cols.items() if isinstance(s, dict)}
 
 
 class BadReport(Exception):
@@ -91,6 +89,7 @@ def nvtx_text(action) -> str | None:
 def read(path: Path, out: Path) -> None:
     import ncu_report
 
+    launch = launch_metrics()
     ctx = ncu_report.load_report(str(path))
     n_ranges = len(ctx)
     actions = [(ri, ai, rng[ai]) for ri, rng in enumerate(ctx) for ai in range(len(rng))]
@@ -124,11 +123,12 @@ def read(path: Path, out: Path) -> None:
                 values[name] = num if num is not None else text
                 fm.write(json.dumps({"action_id": action_id, "metric": name, "value": num,
                                      "text": text, "unit": m.unit() or None}) + "\n")
-            for col, metric in LAUNCH.items():
+            for col, metric in launch.items():
                 v = values.get(metric)
-                row[col] = int(v) if isinstance(v, float) and col != "duration_ns" else v
-            dn = values.get("device__attribute_display_name")
-            row["device_name"] = dn if isinstance(dn, str) else None
+                if col == "device_name":
+                    row[col] = v if isinstance(v, str) else None
+                else:
+                    row[col] = int(v) if isinstance(v, float) and col != "duration_ns" else v
             fa.write(json.dumps(row) + "\n")
             for r in a.rule_results_as_dicts():
                 msg = r.get("rule_message") or {}

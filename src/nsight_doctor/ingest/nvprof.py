@@ -10,8 +10,10 @@ from pathlib import Path
 
 import duckdb
 
+from nsight_doctor.db import scalar
 from nsight_doctor.ingest import nsys_export
 from nsight_doctor.ingest.demangle import demangle, short_name
+from nsight_doctor.ingest.tables import contract, load_tables
 
 MAP = "nvprof_columns.yaml"
 # Activity tables whose earliest timestamp is the capture's start.
@@ -36,28 +38,21 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
             pid = scalar(con, f'SELECT coalesce(mode(processId), 0) FROM src."{t}"') or pid
             if pid:
                 break
-    driver_union = ""
-    if "CUPTI_ACTIVITY_KIND_DRIVER" in src.tables:
-        driver_union = f"""UNION ALL
-        SELECT CAST(start - {t0} AS BIGINT), CAST("end" - {t0} AS BIGINT),
-               CAST((CAST(processId AS BIGINT) << 24) | (CAST(threadId AS BIGINT) & 16777215) AS BIGINT),
-               CAST(correlationId AS BIGINT), CAST({DRIVER_NAME_BASE} + cbid AS BIGINT), CAST(returnValue AS BIGINT)
-        FROM src.CUPTI_ACTIVITY_KIND_DRIVER"""
-    params = {"t0": int(t0 or 0), "pid": int(pid), "driver_union": driver_union}
-    counts = nsys_export.load_base_tables(con, src, progress, MAP, params)
+    params = {"t0": int(t0 or 0), "pid": int(pid), "runtime_names": RUNTIME_NAME_BASE,
+              "driver_names": DRIVER_NAME_BASE}
+    counts = load_tables(con, src, MAP, progress, params)
     add_api_names(con)
     demangle_kernel_names(con)
-    # The nvprof map has no capture or process table: the same base tables as nsys's, filled here.
-    nsys_map = nsys_export.column_map()
+    # nvprof has no capture or process table: the contract's tables, filled here.
     for base in ("base_capture", "base_processes"):
-        con.execute(nsys_export.empty_table_ddl(base, nsys_map[base]))
-    con.execute("INSERT INTO base_capture VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))])
+        con.execute(contract()[base].ddl())
+    con.execute("INSERT INTO base_capture (duration) VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))])
     process_name = None
     if "CUPTI_ACTIVITY_KIND_NAME" in src.tables:
         process_name = scalar(con, """SELECT s.value FROM src.CUPTI_ACTIVITY_KIND_NAME n
             JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""")
     if t_end is not None:
-        con.execute("INSERT INTO base_processes VALUES (?, ?, ?)", [int(pid) << 24, int(pid), process_name])
+        con.execute("INSERT INTO base_processes (pid, name) VALUES (?, ?)", [int(pid), process_name])
     notes = []
     for table, what in (("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
                         ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),
@@ -66,11 +61,6 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
             notes.append(f"this nvprof file has {what}, which nsight-doctor does not read yet")
     con.execute("DETACH src")
     return {"version": version, "counts": counts, "notes": notes, "empty": t_end is None}
-
-
-def scalar(con, sql: str):
-    row = con.execute(sql).fetchone()
-    return row[0] if row else None
 
 
 def add_api_names(con) -> None:

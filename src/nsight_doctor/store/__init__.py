@@ -1,9 +1,10 @@
 """Store: a DuckDB database holding the base tables and the documented views.
 
-Building a store runs ingest for each input, then the view files in VIEW_FILES order. Files
-whose names start with '_' hold helpers (macros, materialized tables behind a view); every
-other file defines one documented view or table, described in its header comment, from which
-docs/schema.md is generated. Rules and reports read only these.
+Building a store runs ingest for each input, then every file in views/, each after the files
+whose objects it uses (view_order). Files whose names start with '_' hold helpers (macros,
+materialized tables behind a view); every other file defines one documented view or table,
+described in its header comment, from which docs/schema.md is generated. Rules and reports
+read only these.
 
 The database is built in a file (a temporary one unless --db names it), written under a
 temporary name and renamed when complete, then reopened read-only for the rules.
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence
@@ -23,30 +26,57 @@ from typing import Callable, Sequence
 import duckdb
 
 from nsight_doctor import __version__
+from nsight_doctor.db import quiet
 from nsight_doctor.errors import DoctorError, InputError
-from nsight_doctor.ingest import InputInfo, create_missing_base_tables, load
+from nsight_doctor.ingest import InputInfo, create_missing, load
 
-VIEW_FILES = [
-    "_macros", "processes", "threads", "_api_names", "api_calls", "kernels", "graph_launches",
-    "memcpy", "memset", "gpu_ops", "capture", "syncs", "gpus", "gpu_metrics",
-    "profiler_overhead", "gpu_busy", "gpu_metric_averages", "blocking_calls", "gpu_gaps", "_nvtx", "nvtx_ranges",
-    "nvtx_gpu", "comm_kernels", "ncu_metrics", "ncu_rule_results", "ncu_stalls", "ncu_kernels", "ncu_speedups",
-    "ncu_groups",
-]
+CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
+WORD = re.compile(r"\b\w+\b")
+
+
+@lru_cache(maxsize=1)
+def view_files() -> dict[str, str]:
+    """Every view file's name (without .sql) and SQL."""
+    folder = resources.files("nsight_doctor.store").joinpath("views")
+    return {f.name[:-4]: f.read_text() for f in folder.iterdir() if f.name.endswith(".sql")}
+
+
+def strip_comments(sql: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+
+
+@lru_cache(maxsize=1)
+def view_order() -> list[str]:
+    """The view files in an order that creates each object before the files that use it: a
+    file depends on every other file that creates a name its SQL mentions. Ties go by name."""
+    files = view_files()
+    creator = {obj.lower(): name for name, sql in files.items() for obj in CREATES.findall(sql)}
+    deps = {name: {creator[w.lower()] for w in WORD.findall(strip_comments(sql))
+                   if w.lower() in creator and creator[w.lower()] != name}
+            for name, sql in files.items()}
+    order: list[str] = []
+    while len(order) < len(files):
+        ready = sorted(n for n in files if n not in order and deps[n] <= set(order))
+        if not ready:
+            raise DoctorError(f"internal error: the view files depend on each other in a cycle: "
+                              f"{sorted(set(files) - set(order))}")
+        order.extend(ready)
+    return order
 
 
 def view_sql(name: str) -> str:
-    return resources.files("nsight_doctor.store").joinpath("views", f"{name}.sql").read_text()
+    return view_files()[name]
 
 
 def documented_views() -> list[str]:
-    return [n for n in VIEW_FILES if not n.startswith("_")]
+    return [n for n in view_order() if not n.startswith("_")]
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    for name in VIEW_FILES:
+    files = view_files()
+    for name in view_order():
         try:
-            con.execute(view_sql(name))
+            con.execute(files[name])
         except duckdb.Error as e:
             raise DoctorError(f"internal error building the view '{name}': {e}") from None
 
@@ -104,7 +134,7 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
         try:
             for path in inputs:
                 infos.append(load(con, path, nsys_path=nsys_path, progress=progress))
-            create_missing_base_tables(con)
+            create_missing(con)
             if progress:
                 progress("views")
             create_views(con)
@@ -134,11 +164,6 @@ def remove_db(path: Path, with_folder: bool) -> None:
             path.parent.rmdir()
         except OSError:
             pass
-
-
-def quiet(con: duckdb.DuckDBPyConnection) -> None:
-    """DuckDB's own progress bar writes to stdout, which would corrupt JSON output."""
-    con.execute("SET enable_progress_bar = false")
 
 
 def input_bytes(paths: Sequence[str | os.PathLike]) -> int:

@@ -3,7 +3,6 @@
 -- start: call entry on the CPU, ns.
 -- end: call return, ns.
 -- duration: end - start, ns.
--- global_tid: nsys's thread id.
 -- pid: operating-system process id.
 -- tid: thread id.
 -- correlation_id: links a launch or copy to its GPU operation.
@@ -15,7 +14,6 @@
 --   the synchronous cudaMemcpy/cudaMemset family; see also blocking_calls).
 -- return_value: the call's return code (0 is success).
 CREATE VIEW api_calls AS
-SELECT c.start, c."end", c."end" - c.start AS duration, c.global_tid,
-       (c.global_tid >> 24) & 16777215 AS pid, c.global_tid & 16777215 AS tid,
+SELECT c.start, c."end", c."end" - c.start AS duration, c.pid, c.tid,
        c.correlation_id, n.name, n.raw_name, n.api, n.category, n.blocking, c.return_value
 FROM base_api_calls c LEFT JOIN api_names_t n ON n.name_id = c.name_id;

@@ -11,16 +11,15 @@
 -- pid: operating-system process id.
 CREATE VIEW gpu_ops AS
 SELECT device_id, start, "end", "end" - start AS duration, 'kernel' AS kind, s.value AS name,
-       stream_id, correlation_id, (global_pid >> 24) & 16777215 AS pid
+       stream_id, correlation_id, pid
 FROM base_kernels k LEFT JOIN base_strings s ON s.id = k.short_name_id
 UNION ALL
 SELECT device_id, start, "end", "end" - start, 'graph', 'graph ' || coalesce(graph_id::VARCHAR, '?'),
-       stream_id, correlation_id, (global_pid >> 24) & 16777215
+       stream_id, correlation_id, pid
 FROM base_graph_launches
 UNION ALL
 SELECT device_id, start, "end", "end" - start, 'memcpy', direction, stream_id, correlation_id, pid
 FROM memcpy
 UNION ALL
-SELECT device_id, start, "end", "end" - start, 'memset', 'memset', stream_id, correlation_id,
-       (global_pid >> 24) & 16777215
+SELECT device_id, start, "end", "end" - start, 'memset', 'memset', stream_id, correlation_id, pid
 FROM base_memset;

@@ -7,11 +7,10 @@
 -- device_id: CUDA device id.
 -- stream_id: CUDA stream id.
 -- correlation_id: links the execution to its cudaGraphLaunch call (api_calls).
--- global_pid: nsys's process id.
 -- pid: operating-system process id.
 -- graph_id: CUDA graph id.
 -- graph_exec_id: id of the executable graph.
 CREATE VIEW graph_launches AS
 SELECT start, "end", "end" - start AS duration, device_id, stream_id, correlation_id,
-       global_pid, (global_pid >> 24) & 16777215 AS pid, graph_id, graph_exec_id
+       pid, graph_id, graph_exec_id
 FROM base_graph_launches;

@@ -8,8 +8,7 @@
 -- context_id: CUDA context id.
 -- stream_id: CUDA stream id.
 -- correlation_id: links the kernel to the API call that launched it (api_calls).
--- global_pid: nsys's id of the process that launched the kernel.
--- pid: operating-system process id.
+-- pid: operating-system id of the process that launched the kernel.
 -- name: short kernel name (e.g. "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT").
 -- demangled_name: full demangled name, with template arguments.
 -- grid_x: grid dimension x (blocks).
@@ -29,16 +28,15 @@
 -- in_graph: whether the kernel ran inside a CUDA graph.
 CREATE VIEW kernels AS
 SELECT k.start, k."end", k."end" - k.start AS duration,
-       k.device_id, k.context_id, k.stream_id, k.correlation_id, k.global_pid,
-       (k.global_pid >> 24) & 16777215 AS pid,
+       k.device_id, k.context_id, k.stream_id, k.correlation_id, k.pid,
        s.value AS name, d.value AS demangled_name,
        k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
        k.grid_x::BIGINT * k.grid_y * k.grid_z AS grid_size,
        k.block_x * k.block_y * k.block_z AS block_size,
        k.registers_per_thread, k.static_smem_bytes, k.dynamic_smem_bytes,
        k.local_mem_per_thread,
-       nullif(k.graph_node_id, 0) AS graph_node_id, k.graph_id,
-       coalesce(k.graph_node_id, 0) <> 0 OR k.graph_id IS NOT NULL AS in_graph
+       k.graph_node_id, k.graph_id,
+       k.graph_node_id IS NOT NULL OR k.graph_id IS NOT NULL AS in_graph
 FROM base_kernels k
 LEFT JOIN base_strings s ON s.id = k.short_name_id
 LEFT JOIN base_strings d ON d.id = k.demangled_name_id;

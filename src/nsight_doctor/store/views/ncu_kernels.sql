@@ -61,67 +61,24 @@
 -- bottleneck: memory-bound (DRAM or memory throughput at 60% of peak or more, and above SM; or long-scoreboard stalls dominant with memory at 40% or more), compute-bound (SM throughput at 60% or more), else latency-bound (neither unit near its peak: too little parallel work or long dependency chains).
 CREATE VIEW ncu_kernels AS
 WITH m AS (
-    SELECT action_id,
-        max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') AS sm_pct,
-        max(value) FILTER (WHERE metric = 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed') AS mem_pct,
-        coalesce(max(value) FILTER (WHERE metric = 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed'),
-                 max(value) FILTER (WHERE metric = 'dram__throughput.avg.pct_of_peak_sustained_elapsed')) AS dram_pct,
-        max(value) FILTER (WHERE metric = 'l1tex__t_sector_hit_rate.pct') AS l1_hit_pct,
-        max(value) FILTER (WHERE metric = 'lts__t_sector_hit_rate.pct') AS l2_hit_pct,
-        max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
-        max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
-        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers') AS occ_limit_registers,
-        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem') AS occ_limit_shared_mem,
-        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps') AS occ_limit_warps,
-        max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks') AS occ_limit_blocks,
-        max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor') AS waves_per_sm,
-        max(value) FILTER (WHERE metric = 'smsp__issue_active.avg.per_cycle_active') AS issue_active,
-        max(value) FILTER (WHERE metric = 'smsp__warps_eligible.avg.per_cycle_active') AS eligible_warps,
-        max(value) FILTER (WHERE metric = 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active') AS tensor_cycles_pct,
-        max(value) FILTER (WHERE metric = 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed') AS tensor_cycles_elapsed_pct,
-        max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active') AS tensor_gmma_pct,
-        coalesce(max(value) FILTER (WHERE metric = 'sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'),
-                 max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active')) AS tensor_hmma_pct,
-        max(value) FILTER (WHERE metric = 'smsp__cycles_elapsed.avg.per_second') AS smsp_hz,
-        max(value) FILTER (WHERE metric = 'sm__cycles_elapsed.avg.per_second') AS sm_hz,
-        max(value) FILTER (WHERE metric = 'dram__cycles_elapsed.avg.per_second') AS dram_hz,
-        max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained') AS ffma_peak,
-        max(value) FILTER (WHERE metric = 'dram__bytes.sum.peak_sustained') AS dram_peak_per_cycle,
-        sum(value) FILTER (WHERE metric IN (
-            'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed'))
-          + 2 * coalesce(sum(value) FILTER (WHERE metric IN (
-            'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed',
-            'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed')), 0) AS flop_per_cycle,
-        coalesce(max(value) FILTER (WHERE metric = 'dram__bytes_read.sum'), 0)
-          + coalesce(max(value) FILTER (WHERE metric = 'dram__bytes_write.sum'), 0) AS dram_rw_bytes,
-        max(value) FILTER (WHERE metric = 'dram__bytes.sum.per_second') AS dram_bytes_per_s,
-        max(value) FILTER (WHERE metric = 'derived__local_spilling_requests') AS spill_requests,
-        sum(value) FILTER (WHERE metric IN ('l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum',
-                                            'l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum')) AS local_sectors,
-        max(value) FILTER (WHERE metric = 'smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio') AS global_ld_bytes_per_sector,
-        max(value) FILTER (WHERE metric = 'smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio') AS global_st_bytes_per_sector,
-        sum(value) FILTER (WHERE metric IN ('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum',
-                                            'l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum')) AS smem_bank_conflicts,
-        sum(value) FILTER (WHERE metric IN ('l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum',
-                                            'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum')) AS smem_wavefronts,
-        max(value) FILTER (WHERE metric = 'smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio') AS long_scoreboard_ratio
-    FROM base_ncu_metrics GROUP BY action_id
+    SELECT *,
+           add_mul_per_cycle + 2 * coalesce(fma_per_cycle, 0) AS flop_per_cycle,
+           coalesce(dram_read_bytes, 0) + coalesce(dram_write_bytes, 0) AS dram_rw_bytes,
+           greatest(tensor_cycles_pct, tensor_cycles_elapsed_pct, tensor_gmma_pct, tensor_hmma_pct) AS tensor_pct
+    FROM base_ncu_kernel_metrics
 ), s AS (
-    SELECT action_id, arg_max(reason, ratio) AS top_stall, max(ratio) AS top_stall_ratio
-    FROM ncu_stalls WHERE reason <> 'selected' AND ratio > 0 GROUP BY action_id
+    SELECT action_id,
+           arg_max(reason, ratio) FILTER (WHERE reason <> 'selected' AND ratio > 0) AS top_stall,
+           max(ratio) FILTER (WHERE reason <> 'selected' AND ratio > 0) AS top_stall_ratio,
+           max(ratio) FILTER (WHERE reason = 'long_scoreboard') AS long_scoreboard_ratio
+    FROM base_ncu_stalls GROUP BY action_id
 ), k AS (
-    SELECT a.*, m.* EXCLUDE (action_id), s.top_stall, s.top_stall_ratio,
+    SELECT a.*, m.* EXCLUDE (action_id), s.top_stall, s.top_stall_ratio, s.long_scoreboard_ratio,
            a.duration_ns * 1e-9 * m.flop_per_cycle * m.smsp_hz AS flops,
            CASE WHEN m.dram_rw_bytes > 0 THEN m.dram_rw_bytes
                 ELSE m.dram_bytes_per_s * a.duration_ns * 1e-9 END AS dram_bytes,
-           m.ffma_peak * 2 * m.sm_hz AS peak_fp32_flops_per_s,
-           m.dram_peak_per_cycle * m.dram_hz AS peak_dram_bytes_per_s
+           m.ffma_peak_per_cycle * 2 * m.sm_hz AS peak_fp32_flops_per_s,
+           m.dram_peak_bytes_per_cycle * m.dram_hz AS peak_dram_bytes_per_s
     FROM base_ncu_actions a LEFT JOIN m USING (action_id) LEFT JOIN s USING (action_id)
 )
 SELECT action_id, report_id, name,
@@ -138,8 +95,7 @@ SELECT action_id, report_id, name,
            WHEN occ_limit_registers THEN 'registers' WHEN occ_limit_shared_mem THEN 'shared_mem'
            WHEN occ_limit_warps THEN 'warps' WHEN occ_limit_blocks THEN 'blocks' END AS occupancy_limiter,
        waves_per_sm, issue_active, eligible_warps,
-       greatest(tensor_cycles_pct, tensor_cycles_elapsed_pct, tensor_gmma_pct, tensor_hmma_pct) AS tensor_pct,
-       tensor_gmma_pct, tensor_hmma_pct,
+       tensor_pct, tensor_gmma_pct, tensor_hmma_pct,
        flops, dram_bytes,
        CASE WHEN dram_bytes > 0 THEN flops / dram_bytes END AS arithmetic_intensity,
        peak_fp32_flops_per_s, peak_dram_bytes_per_s,

@@ -1,5 +1,5 @@
 -- ncu_stalls: warp-stall reasons of each kernel, as average warps stalled per issued
--- instruction (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio).
+-- instruction (ncu's smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio).
 --
 -- action_id: the profiled kernel (ncu_kernels).
 -- kernel: its short name.
@@ -8,8 +8,5 @@
 --   drain, branch_resolving, sleeping, tex_throttle, misc, gmma, ... as the report has them.
 -- ratio: warps stalled for this reason per issued instruction.
 CREATE VIEW ncu_stalls AS
-SELECT m.action_id, a.name AS kernel,
-       regexp_extract(m.metric, '^smsp__average_warps_issue_stalled_(.*)_per_issue_active\.ratio$', 1) AS reason,
-       m.value AS ratio
-FROM base_ncu_metrics m JOIN base_ncu_actions a USING (action_id)
-WHERE m.metric LIKE 'smsp\_\_average\_warps\_issue\_stalled\_%\_per\_issue\_active.ratio' ESCAPE '\';
+SELECT s.action_id, a.name AS kernel, s.reason, s.ratio
+FROM base_ncu_stalls s JOIN base_ncu_actions a USING (action_id);

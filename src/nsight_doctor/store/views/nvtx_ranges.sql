@@ -4,7 +4,6 @@
 -- start: range start on the CPU, ns.
 -- end: range end, ns.
 -- duration: end - start, ns.
--- global_tid: nsys's id of the thread that opened the range.
 -- pid: operating-system process id.
 -- tid: thread id.
 -- text: the range's message.
@@ -13,4 +12,4 @@
 -- depth: nesting level among push/pop ranges of the same thread (0 = outermost); for
 --   start/end ranges, the number of ranges of the same process open when it began.
 CREATE VIEW nvtx_ranges AS
-SELECT * FROM nvtx_ranges_t;
+SELECT * EXCLUDE (scope_tid) FROM nvtx_ranges_t;

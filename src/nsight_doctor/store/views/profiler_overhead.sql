@@ -8,5 +8,5 @@
 -- name: what the profiler was doing.
 CREATE VIEW profiler_overhead AS
 SELECT o.start, o."end", o."end" - o.start AS duration,
-       (o.global_tid >> 24) & 16777215 AS pid, o.global_tid & 16777215 AS tid, s.value AS name
+       o.pid, o.tid, s.value AS name
 FROM base_profiler_overhead o LEFT JOIN base_strings s ON s.id = o.name_id;

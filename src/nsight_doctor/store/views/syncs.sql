@@ -11,9 +11,6 @@
 -- sync_type: stream, context, event or stream_wait_event, named from the API call (the
 --   numeric type in exports changed meaning between nsys versions).
 CREATE VIEW syncs AS
-WITH s AS (
-    SELECT y.*, (y.global_pid >> 24) & 16777215 AS pid FROM base_syncs y
-)
 SELECT s.start, s."end", s."end" - s.start AS duration, s.device_id, s.stream_id,
        s.correlation_id, s.pid, a.name AS api_name,
        CASE
@@ -23,5 +20,5 @@ SELECT s.start, s."end", s."end" - s.start AS duration, s.device_id, s.stream_id
            WHEN a.name IN ('cudaStreamWaitEvent', 'cuStreamWaitEvent') THEN 'stream_wait_event'
            WHEN a.name IS NOT NULL THEN 'other'
        END AS sync_type
-FROM s
+FROM base_syncs s
 LEFT JOIN api_calls a ON a.correlation_id = s.correlation_id AND a.pid = s.pid;

@@ -1,12 +1,8 @@
 -- threads: the named threads of the capture.
 --
--- global_tid: nsys's thread id, which packs the process and thread ids.
--- pid: process id, (global_tid >> 24) & 0xFFFFFF.
--- tid: thread id, global_tid & 0xFFFFFF.
+-- pid: operating-system process id.
+-- tid: operating-system thread id.
 -- name: the thread name.
 CREATE VIEW threads AS
-SELECT t.global_tid,
-       (t.global_tid >> 24) & 16777215 AS pid,
-       t.global_tid & 16777215 AS tid,
-       s.value AS name
+SELECT t.pid, t.tid, s.value AS name
 FROM base_threads t LEFT JOIN base_strings s ON s.id = t.name_id;

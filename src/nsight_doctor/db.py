@@ -1,0 +1,69 @@
+"""Small DuckDB helpers shared by every stage; nothing here knows a profiler format."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+
+
+def quote(ident: str) -> str:
+    """A SQL identifier, double-quoted."""
+    return '"' + ident.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """A SQL string literal (for the few statements, like ATTACH, that take no parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()
+    return bool(row and row[0])
+
+
+def quiet(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB's own progress bar writes to stdout, which would corrupt JSON output."""
+    con.execute("SET enable_progress_bar = false")
+
+
+def first_line(e: BaseException) -> str:
+    """The first non-empty line of an error message (DuckDB's carry context lines)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def plain(v: Any) -> Any:
+    """A value as a JSON-friendly Python type (DuckDB gives Decimal for some aggregates)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    try:
+        f = float(v)
+        return int(f) if f.is_integer() and "Decimal" not in type(v).__name__ else f
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> list[dict[str, Any]]:
+    """The result of a query as a list of dicts of plain values."""
+    cur = con.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
+
+
+def one(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> dict[str, Any]:
+    """The first row of a query as a dict ({} when there is none)."""
+    r = rows(con, sql, params)
+    return r[0] if r else {}
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Any:
+    row = con.execute(sql, params or []).fetchone()
+    return row[0] if row else None
