@@ -72,7 +72,7 @@ def test_straggler_variant_names_the_extra_work(tp):
 
 def test_summary_reports_the_nccl_share_per_gpu(tp):
     _, d = tp["exposed"]
-    comm = {c["device_id"]: c for c in d.summary["communication"]}
+    comm = {c["device_id"]: c for c in d.summary.to_json()["communication"]}
     assert set(comm) == {0, 1} and comm[0]["collectives"] == 512 and comm[0]["ranks"] == 2
     assert comm[0]["comm_ns"] == comm[0]["transfer_ns"] + comm[0]["wait_ns"]
 
@@ -80,7 +80,7 @@ def test_summary_reports_the_nccl_share_per_gpu(tp):
 @requires_corpus
 def test_four_gpu_nccl_run_recorded_by_nvprof():
     d = analyze([CORPUS / "UCBerkeley-Spring2022-CS267-project__blinkplus-nccl-base" / "output.nvvp"])
-    comm = d.summary["communication"]
+    comm = d.summary.to_json()["communication"]
     # 12 tree all-reduces and 12 ring broadcasts (MANIFEST.tsv) over 4 V100s.
     assert len(comm) == 4 and sum(c["collectives"] for c in comm) == 24
     assert all(c["comm_ns"] == c["transfer_ns"] + c["wait_ns"] for c in comm)

@@ -34,8 +34,8 @@ REPORTS = corpus_files(".nsys-rep", ".qdrep")
 def test_every_sqlite_export_analyses(path):
     before = sha256(path)
     d = analyze([path])
-    assert d.summary["capture_ns"] is not None
-    no_gpu_work = d.summary["gpu_window_ns"] is None
+    assert d.summary.to_json()["capture_ns"] is not None
+    no_gpu_work = d.summary.to_json()["gpu_window_ns"] is None
     assert no_gpu_work == ("no-gpu-activity" in [f.rule_id for f in d.findings])
     assert sha256(path) == before
 
@@ -78,7 +78,7 @@ def test_gpu_metrics_of_a_2022_4_export_are_read_from_generic_events():
     """nsys 2022.4 exports keep GPU metric samples as JSON in GENERIC_EVENTS."""
     path = CORPUS / "als244__ResourceEstimation" / "reports__report2.export-nsys2022.4.sqlite"
     d = analyze([path])
-    metrics = d.summary["gpu_metrics"]["0"]
+    metrics = d.summary.to_json()["gpu_metrics"]["0"]
     assert metrics["sm_active"]["metric"] == "SM Active"
     assert metrics["dram_read"]["metric"] == "DRAM Read Throughput"
     import sqlite3

@@ -88,7 +88,7 @@ def test_batch_1_kernels_are_latency_bound_except_the_gemv(unpacked):
 
 def test_basic_set_computes_what_it_can_and_says_what_is_missing(unpacked):
     d = analyze([unpacked["ncu_decode_b1_basic"]])
-    n = d.summary["ncu"]
+    n = d.summary.to_json()["ncu"]
     assert n["kernels_profiled"] == 24
     assert n["with_stall_reasons"] == 0 and n["with_cache_metrics"] == 0
     assert n["memory_bound"] + n["compute_bound"] + n["latency_bound"] == 24
@@ -111,7 +111,7 @@ def test_one_ranking_across_nsys_and_ncu():
     assert f.evidence["weight_ns"] == total and f.evidence["time_basis"] == "nsys"
     assert f.evidence["ncu_rules"] == "MemoryCacheAccessPattern"
     assert f.impact_ns == pytest.approx(total * f.evidence["ncu_speedup_pct"] / 100, abs=1)
-    cov = d.summary["ncu"]["coverage_pct"]
+    cov = d.summary.to_json()["ncu"]["coverage_pct"]
     assert 80 < cov < 95
     note = next(f for f in d.findings if f.rule_id == "ncu-coverage")
     assert note.evidence["covered_pct"] == pytest.approx(cov)
@@ -180,7 +180,7 @@ CORPUS_NCU = sorted(CORPUS.glob("*/*.ncu-rep")) if CORPUS.is_dir() else []
 def test_every_corpus_ncu_report_analyses(path):
     before = sha256(path)
     d = analyze([path])
-    n = d.summary["ncu"]
+    n = d.summary.to_json()["ncu"]
     assert n["kernels_profiled"] >= 1 and n["reports"][0]["ncu_version"].startswith("202")
     assert sha256(path) == before
 

@@ -31,15 +31,15 @@ def test_full_profile_maps_into_the_views():
     d = analyze([ABACUS])
     con = raw(ABACUS)
     n, total = con.execute("SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL").fetchone()
-    assert d.summary["kernel_count"] == n == 8432
-    assert d.summary["gpus"][0]["kernel_ns"] == total
+    assert d.summary.to_json()["kernel_count"] == n == 8432
+    assert d.summary.to_json()["gpus"][0]["kernel_ns"] == total
     assert d.inputs[0]["kind"] == "nvprof" and d.inputs[0]["producer_version"] == "database schema 12"
     # Names are demangled to the short form nsys uses.
-    names = [k["name"] for k in d.summary["top_kernels"]]
+    names = [k["name"] for k in d.summary.to_json()["top_kernels"]]
     assert "volta_scudnn_128x64_relu_interior_nn_v1" in names and "implicit_convolve_sgemm" in names
     # API calls are named from their CUPTI callback ids.
     launches = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cbid = 211").fetchone()[0]
-    assert d.summary["launch"]["api_count"] == launches
+    assert d.summary.to_json()["launch"]["api_count"] == launches
     syncs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cbid IN (131, 137, 165)").fetchone()[0]
     f = next(f for f in d.findings if f.rule_id == "host-sync")
     assert f.evidence["blocking_calls"] >= syncs > 0
@@ -51,17 +51,17 @@ def test_device_table_names_the_gpus_of_a_4_gpu_nccl_run():
     d = analyze([NCCL])
     con = raw(NCCL)
     devices = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_DEVICE").fetchone()[0]
-    assert len(d.summary["gpus"]) == devices == 8
-    assert {g["name"] for g in d.summary["gpus"]} == {"Tesla V100-SXM2-32GB"}
-    busy = [g for g in d.summary["gpus"] if g["busy_ns"]]
+    assert len(d.summary.to_json()["gpus"]) == devices == 8
+    assert {g["name"] for g in d.summary.to_json()["gpus"]} == {"Tesla V100-SXM2-32GB"}
+    busy = [g for g in d.summary.to_json()["gpus"] if g["busy_ns"]]
     assert len(busy) == 4
-    assert d.summary["top_kernels"][0]["name"] == "ncclAllReduceTreeLLKernel_sum_i32"
-    assert d.summary["gpus"][0]["sm_count"] == 80
+    assert d.summary.to_json()["top_kernels"][0]["name"] == "ncclAllReduceTreeLLKernel_sum_i32"
+    assert d.summary.to_json()["gpus"][0]["sm_count"] == 80
 
 
 def test_empty_database_is_analysed_and_says_so():
     d = analyze([EMPTY])
-    assert d.summary["kernel_count"] == 0
+    assert d.summary.to_json()["kernel_count"] == 0
     assert [f.rule_id for f in d.findings] == ["no-gpu-activity"]
     assert any("holds no activity" in n for n in d.notes)
 

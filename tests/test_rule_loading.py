@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from nsight_doctor.errors import RuleError
-from nsight_doctor.rules import apply_overrides, load_rules, select_rules
+from nsight_doctor.rule_tests import run_case
+from nsight_doctor.rules import load_rules, select_rules, with_overrides
 
 GOOD = textwrap.dedent("""\
     id: my-rule
@@ -76,12 +77,25 @@ def test_select_and_ignore_by_id_and_tag():
 
 def test_threshold_overrides_are_checked_and_typed():
     rules, _ = load_rules()
-    apply_overrides(rules, {"launch-bound.min_launch_idle_pct": "25"})
-    lb = next(r for r in rules if r.id == "launch-bound")
+    changed = with_overrides(rules, {"launch-bound.min_launch_idle_pct": "25"})
+    lb = next(r for r in changed if r.id == "launch-bound")
     assert lb.thresholds["min_launch_idle_pct"].effective == 25
+    # The loaded rules are not changed: overrides never leak into another analysis.
+    original = next(r for r in rules if r.id == "launch-bound")
+    assert original.thresholds["min_launch_idle_pct"].effective == 10
     with pytest.raises(RuleError, match="has no threshold 'nope'"):
-        apply_overrides(rules, {"launch-bound.nope": "1"})
+        with_overrides(rules, {"launch-bound.nope": "1"})
     with pytest.raises(RuleError, match="no rule 'nope'"):
-        apply_overrides(rules, {"nope.x": "1"})
-    with pytest.raises(RuleError, match="expected a int"):
-        apply_overrides(rules, {"launch-bound.min_launch_idle_pct": "many"})
+        with_overrides(rules, {"nope.x": "1"})
+    with pytest.raises(RuleError, match="expected a whole number"):
+        with_overrides(rules, {"launch-bound.min_launch_idle_pct": "many"})
+
+
+def test_an_xfail_case_passes_when_it_misses_and_fails_when_it_passes():
+    rules, _ = load_rules()
+    lb = next(r for r in rules if r.id == "launch-bound")
+    quiet_store = {"kernels": [{"start": 0, "end": 1000, "name": "k"}]}
+    miss = run_case(lb, {"name": "miss", "expect": "fire", "xfail": "known", "tables": quiet_store})
+    assert miss.ok and "known miss" in miss.detail
+    hit = run_case(lb, {"name": "hit", "expect": "quiet", "xfail": "known", "tables": quiet_store})
+    assert not hit.ok and "marked xfail" in hit.detail

@@ -127,10 +127,10 @@ def test_b1_top_finding_is_launch_bound_with_numbers_from_sql(diagnoses):
 def test_b1_busy_pct_is_the_union_of_gpu_work(diagnoses):
     d = diagnoses["decode_b1"]
     busy, window = busy_union(export(sample("decode_b1")))
-    assert d.summary["gpus"][0]["busy_ns"] == busy
-    assert d.summary["gpu_window_ns"] == window
-    assert d.summary["gpu_busy_pct"] == pytest.approx(100 * busy / window)
-    assert d.summary["gpu_busy_pct"] < 15
+    assert d.summary.to_json()["gpus"][0]["busy_ns"] == busy
+    assert d.summary.to_json()["gpu_window_ns"] == window
+    assert d.summary.to_json()["gpu_busy_pct"] == pytest.approx(100 * busy / window)
+    assert d.summary.to_json()["gpu_busy_pct"] < 15
 
 
 def test_b1_host_sync_counts_the_per_step_syncs(diagnoses):
@@ -157,7 +157,7 @@ def test_b1_pageable_copies_match_sql(diagnoses):
 
 def test_b1_idle_breakdown_partitions_the_idle_time(diagnoses):
     d = diagnoses["decode_b1"]
-    idle = d.summary["idle"]
+    idle = d.summary.to_json()["idle"]
     busy, window = busy_union(export(sample("decode_b1")))
     assert idle["idle_ns"] == window - busy
     assert sum(c["total_ns"] for c in idle["by_cause"]) == idle["idle_ns"]
@@ -173,10 +173,10 @@ def test_b512_is_still_launch_bound_but_busier(diagnoses):
     d1, d512 = diagnoses["decode_b1"], diagnoses["decode_b512"]
     assert d512.findings[0].rule_id == "launch-bound"
     busy, window = busy_union(export(sample("decode_b512")))
-    assert d512.summary["gpu_busy_pct"] == pytest.approx(100 * busy / window)
-    assert d512.summary["gpu_busy_pct"] > 3 * d1.summary["gpu_busy_pct"]
+    assert d512.summary.to_json()["gpu_busy_pct"] == pytest.approx(100 * busy / window)
+    assert d512.summary.to_json()["gpu_busy_pct"] > 3 * d1.summary.to_json()["gpu_busy_pct"]
     # At batch 512 the attention kernel dominates GPU time.
-    top = d512.summary["top_kernels"][0]
+    top = d512.summary.to_json()["top_kernels"][0]
     assert "sdpa" in top["name"] or "attention" in top["name"].lower() or "fmha" in top["name"]
 
 
@@ -192,7 +192,7 @@ def test_gpumetrics_sample_reports_low_sm_activity_from_sql(diagnoses):
         WHERE n.metricName = 'SMs Active [Throughput %]' AND g.timestamp BETWEEN ? AND ?""", (first, last)).fetchone()[0]
     assert f.evidence["sm_active_busy"] == pytest.approx(avg / (busy / window))
     assert f.evidence["sm_active_busy"] < 50
-    sm = d.summary["gpu_metrics"]["0"]["sm_active"]
+    sm = d.summary.to_json()["gpu_metrics"]["0"]["sm_active"]
     assert sm["avg_busy"] == pytest.approx(f.evidence["sm_active_busy"])
     assert d.findings[0].rule_id == "launch-bound"
 
@@ -201,10 +201,10 @@ def test_graph_sample_counts_graph_time_as_busy_and_does_not_blame_launches(diag
     d = diagnoses["decode_b1_graphs"]
     con = export(sample("decode_b1_graphs"))
     graphs = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchone()[0]
-    assert d.summary["graph_launch_count"] == graphs == 32
+    assert d.summary.to_json()["graph_launch_count"] == graphs == 32
     busy, window = busy_union(con)
-    assert d.summary["gpu_busy_pct"] == pytest.approx(100 * busy / window)
-    assert d.summary["gpu_busy_pct"] > 80  # the graph replays are work, not idle time
+    assert d.summary.to_json()["gpu_busy_pct"] == pytest.approx(100 * busy / window)
+    assert d.summary.to_json()["gpu_busy_pct"] > 80  # the graph replays are work, not idle time
     ids = [f.rule_id for f in d.findings]
     assert "launch-bound" not in ids and "gpu-idle" not in ids
     assert d.findings[0].rule_id == "host-sync"
@@ -214,7 +214,7 @@ def test_node_traced_graphs_are_not_called_launch_bound(diagnoses):
     d = diagnoses["decode_b1_graphs_node"]
     con = export(sample("decode_b1_graphs_node"))
     in_graph = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId <> 0").fetchone()[0]
-    assert d.summary["kernels_in_graphs"] == in_graph
+    assert d.summary.to_json()["kernels_in_graphs"] == in_graph
     assert "launch-bound" not in [f.rule_id for f in d.findings]
 
 
@@ -223,7 +223,7 @@ def test_parquet_export_gives_the_same_diagnosis_as_sqlite(diagnoses):
     via_sqlite = diagnoses["decode_b1"]
     assert [(f.rule_id, f.impact_ns) for f in via_parquet.findings] == \
            [(f.rule_id, f.impact_ns) for f in via_sqlite.findings]
-    assert via_parquet.summary["kernel_count"] == via_sqlite.summary["kernel_count"]
+    assert via_parquet.summary.to_json()["kernel_count"] == via_sqlite.summary.to_json()["kernel_count"]
 
 
 def test_report_with_sibling_export_needs_no_nsys_and_is_not_modified(tmp_path):
@@ -244,7 +244,7 @@ def test_transformers_generate_is_launch_bound_with_per_token_syncs():
     kernels = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     assert d.findings[0].rule_id == "launch-bound"
     assert d.findings[0].evidence["kernels"] == kernels
-    assert d.summary["gpu_busy_pct"] < 10
+    assert d.summary.to_json()["gpu_busy_pct"] < 10
     f = finding(d, "host-sync")
     syncs = con.execute("""SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
         WHERE s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%'""").fetchone()[0]

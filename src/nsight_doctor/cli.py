@@ -123,13 +123,17 @@ def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, ns
     """Diagnose a profile: a ranked list of findings with evidence and fixes.
 
     PROFILE is an Nsight Systems report (.nsys-rep, .qdrep), its SQLite export or a Parquet
-    export folder (nsys export --type parquetdir); compressed copies (.xz, .gz) work too.
+    export folder (nsys export --type parquetdir), an Nsight Compute report (.ncu-rep) or an
+    nvprof database (.nvvp, .prof); compressed copies (.xz, .gz) work too. Give one timeline
+    (Nsight Systems or nvprof) and any number of Nsight Compute reports: kernel findings are
+    then ranked by the kernels' time in the timeline.
 
     \b
     Examples:
       nsight-doctor analyze run.nsys-rep
       nsight-doctor analyze run.sqlite --format markdown > ticket.md
       nsight-doctor analyze run.sqlite --format json --fail-on high
+      nsight-doctor analyze run.sqlite kernels.ncu-rep
     """
     from nsight_doctor.engine import AnalyzeOptions
     from nsight_doctor.engine import analyze as run_analysis
@@ -238,7 +242,7 @@ def rules_test(rule_ids, rules_dirs):
             continue
         for result in run_file(rule, rule.test_path):
             status = "ok" if result.ok else "FAIL"
-            click.echo(f"{rule.id}: {result.name}: {status}{'' if result.ok else ' - ' + result.detail}")
+            click.echo(f"{rule.id}: {result.name}: {status}{' - ' + result.detail if result.detail else ''}")
             failed += not result.ok
     return EXIT_FINDINGS if failed else 0
 

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 from nsight_doctor import __version__, rules, store, summary
 from nsight_doctor.model import Diagnosis
+from nsight_doctor.sections import Summary
 
 
 @dataclass
@@ -31,8 +32,7 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     opts = options or AnalyzeOptions()
     # Rules are loaded first, so that a bad rule or option fails before a long ingest.
     all_rules, warnings = rules.load_rules(opts.rules_dirs)
-    chosen = rules.select_rules(all_rules, opts.select, opts.ignore)
-    rules.apply_overrides(chosen, opts.thresholds)
+    chosen = rules.with_overrides(rules.select_rules(all_rules, opts.select, opts.ignore), opts.thresholds)
 
     built = store.build(inputs, db=opts.db, nsys_path=opts.nsys, progress=opts.progress)
     try:
@@ -66,12 +66,12 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     )
 
 
-def missing_data_notes(inputs, summ: dict) -> list[str]:
+def missing_data_notes(inputs, summ: Summary) -> list[str]:
     """What the capture lacks that a user could add, said once in the diagnosis."""
     kinds = {i.kind for i in inputs}
     timeline = kinds & {"nsys-rep", "nsys-sqlite", "nsys-parquet", "nvprof"}
     notes = []
-    if timeline and summ.get("gpu_window_ns") and not summ.get("nvtx"):
+    if timeline and summ.capture.gpu_window_ns and not summ.nvtx:
         src = "nvprof files carry no NVTX ranges that nsight-doctor reads" if kinds == {"nvprof"} or "nvprof" in kinds \
             else "the capture has no NVTX ranges"
         notes.append(f"no GPU time per NVTX range: {src} (mark the steps of your loop with NVTX; docs/capture.md)")

@@ -10,14 +10,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from nsight_doctor.sections import Summary
+
 SEVERITIES = ["info", "low", "medium", "high", "critical"]
 
-# The fixed tag vocabulary (docs/tags.md explains each one).
-TAGS = [
-    "launch-bound", "cpu-bound", "host-sync", "idle-gaps", "memcpy", "pageable-memory",
-    "memory-bound", "compute-bound", "latency-bound", "low-occupancy", "small-grid",
-    "attention", "kv-cache", "communication", "tensor-cores", "profile-health",
-]
+# The fixed tag vocabulary, with what each tag means (docs/tags.md is generated from it).
+TAGS = {
+    "launch-bound": "The GPU waits for the CPU to launch many small kernels one by one.",
+    "cpu-bound": "The GPU waits while the CPU runs code outside CUDA.",
+    "host-sync": "The CPU blocks on the GPU (synchronize calls, blocking copies), draining the GPU's queue.",
+    "idle-gaps": "Time with no work on a GPU.",
+    "memcpy": "Memory copies between host and device or between devices.",
+    "pageable-memory": "Copies through pageable (not page-locked) host memory.",
+    "memory-bound": "Kernels limited by DRAM or cache bandwidth.",
+    "compute-bound": "Kernels limited by an SM pipe (FMA, tensor cores, ...).",
+    "latency-bound": "Kernels limited by neither: too little parallel work, long dependency chains.",
+    "low-occupancy": "Few warps resident per SM (registers, shared memory, block size).",
+    "small-grid": "Grids too small to fill every SM, or a tail effect.",
+    "attention": "Attention kernels (FlashAttention, paged attention, SDPA).",
+    "kv-cache": "Reading and writing the KV cache.",
+    "communication": "Collective communication (NCCL, custom all-reduce).",
+    "tensor-cores": "Use of the tensor cores.",
+    "profile-health": "Problems with the capture itself rather than the workload.",
+}
 
 
 def severity_rank(severity: str) -> int:
@@ -110,7 +125,7 @@ class Diagnosis:
     tool: dict[str, str]
     command: str
     inputs: list[dict[str, Any]]
-    summary: dict[str, Any]
+    summary: Summary
     findings: list[Finding]
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -8,6 +8,7 @@ rule's thresholds bound as $parameters. Each row it returns is a finding; the ro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from functools import lru_cache
@@ -21,7 +22,7 @@ import yaml
 
 from nsight_doctor.db import first_line, plain
 from nsight_doctor.errors import RuleError
-from nsight_doctor.model import Finding, Rule, Skipped, Threshold, fill, severity_rank
+from nsight_doctor.model import SEVERITIES, TAGS, Finding, Rule, Skipped, Threshold, fill, severity_rank
 
 PARAM_RE = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
@@ -37,7 +38,10 @@ def builtin_rules_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def validator() -> jsonschema.protocols.Validator:
+    """The rule-file schema, with the severities and tags of model.py (their one source)."""
     schema = json.loads(resources.files("nsight_doctor").joinpath("rule_schema.json").read_text())
+    schema["properties"]["severity"]["enum"] = SEVERITIES
+    schema["properties"]["tags"]["items"]["enum"] = list(TAGS)
     return jsonschema.validators.validator_for(schema)(schema)
 
 
@@ -135,9 +139,11 @@ def select_rules(rules: list[Rule], select: Iterable[str] = (), ignore: Iterable
     return [r for r in kept if not named(r, ignore)]
 
 
-def apply_overrides(rules: list[Rule], overrides: dict[str, str]) -> None:
-    """overrides maps 'rule-id.threshold' to a value given as text on the command line."""
+def with_overrides(rules: list[Rule], overrides: dict[str, Any]) -> list[Rule]:
+    """Copies of the rules with thresholds overridden; overrides maps 'rule-id.threshold' to a
+    value (text from the command line, or a YAML value). The loaded rules are not changed."""
     by_id = {r.id: r for r in rules}
+    values: dict[str, dict[str, Any]] = {}
     for key, raw in overrides.items():
         rule_id, _, name = key.partition(".")
         rule = by_id.get(rule_id)
@@ -146,8 +152,10 @@ def apply_overrides(rules: list[Rule], overrides: dict[str, str]) -> None:
         if name not in rule.thresholds:
             known = ", ".join(rule.thresholds) or "none"
             raise RuleError(f"--threshold {key}: rule '{rule_id}' has no threshold '{name}' (it has: {known})")
-        t = rule.thresholds[name]
-        t.value = parse_value(raw, t.default, key)
+        values.setdefault(rule_id, {})[name] = parse_value(raw, rule.thresholds[name].default, key)
+    return [dataclasses.replace(r, thresholds={
+        n: dataclasses.replace(t, value=values[r.id].get(n)) for n, t in r.thresholds.items()})
+        if r.id in values else r for r in rules]
 
 
 def parse_value(raw: Any, default: Any, key: str) -> Any:
@@ -163,7 +171,8 @@ def parse_value(raw: Any, default: Any, key: str) -> Any:
         if isinstance(default, float):
             return float(raw)
     except ValueError:
-        raise RuleError(f"--threshold {key}={raw}: expected a {type(default).__name__}") from None
+        kind = {"bool": "true or false", "int": "a whole number", "float": "a number"}[type(default).__name__]
+        raise RuleError(f"--threshold {key}={raw}: expected {kind}") from None
     return raw
 
 

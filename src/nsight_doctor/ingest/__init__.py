@@ -26,6 +26,7 @@ from nsight_doctor.ingest.tables import contract, create_missing
 
 __all__ = ["InputInfo", "contract", "create_missing", "detect", "load"]
 
+MAX_NESTED_COMPRESSION = 3
 PRODUCERS = {
     "nsys-rep": "Nsight Systems",
     "nsys-sqlite": "Nsight Systems",
@@ -55,8 +56,17 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
          progress: Callable[[str], None] | None = None) -> InputInfo:
     original = Path(path)
     det = detect(original)
-    if det.kind in ("xz", "gzip"):
-        det = detect(unpack(det))
+    for _ in range(MAX_NESTED_COMPRESSION):
+        if det.kind not in ("xz", "gzip"):
+            break
+        inner = unpack(det, original)
+        try:
+            det = detect(inner)
+        except InputError as e:
+            # Name the user's file, not the copy in the cache folder.
+            raise InputError(str(e).replace(f"'{inner}'", f"'{original}' (decompressed)")) from None
+    else:
+        raise InputError(f"'{original}' is compressed more than {MAX_NESTED_COMPRESSION} times over")
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
         if table_exists(con, "base_kernels"):
             raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
@@ -106,8 +116,9 @@ def load_nsys(con, original: Path, det: Detected, nsys_path, progress) -> InputI
     return info
 
 
-def unpack(det: Detected) -> Path:
-    """Decompresses into the cache folder (never beside the input) and returns the copy."""
+def unpack(det: Detected, original: Path) -> Path:
+    """Decompresses into the cache folder (never beside the input) and returns the copy;
+    errors name the user's file, original."""
     st = det.path.stat()
     key = hashlib.sha256(f"{det.path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:20]
     name = det.path.name.rsplit(".", 1)[0] or "unpacked"
@@ -123,5 +134,5 @@ def unpack(det: Detected) -> Path:
         os.replace(tmp, dest)
     except (OSError, EOFError, lzma.LZMAError) as e:
         Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"'{det.path}' could not be decompressed ({e}): truncated or corrupt") from None
+        raise InputError(f"'{original}' could not be decompressed ({e}): truncated or corrupt") from None
     return dest

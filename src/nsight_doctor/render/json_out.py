@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nsight_doctor.model import Diagnosis
+from nsight_doctor.model import SEVERITIES, TAGS, Diagnosis
+from nsight_doctor.sections import json_schema
 
 SCHEMA_VERSION = 1
+INPUT_KINDS = ["nsys-rep", "nsys-sqlite", "nsys-parquet", "ncu-rep", "nvprof"]
 
 
 def to_dict(d: Diagnosis) -> dict[str, Any]:
@@ -21,7 +23,7 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
              "export_schema_version": i.get("export_schema_version")}
             for i in d.inputs
         ],
-        "summary": d.summary,
+        "summary": d.summary.to_json(),
         "findings": [
             {"rank": n, "rule_id": f.rule_id, "title": f.title, "severity": f.severity,
              "tags": f.tags, "impact_ns": f.impact_ns, "message": f.message,
@@ -36,3 +38,45 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
 
 def render(d: Diagnosis) -> str:
     return json.dumps(to_dict(d), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of this output (render/report_schema.json is generated from it)."""
+    nullable = {"type": ["string", "null"]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"nsight-doctor report, schema_version {SCHEMA_VERSION}",
+        "type": "object",
+        "required": ["schema_version", "tool", "command", "inputs", "summary", "findings",
+                     "skipped_rules", "notes"],
+        "properties": {
+            "schema_version": {"const": SCHEMA_VERSION},
+            "tool": {"type": "object", "required": ["name", "version"],
+                     "properties": {"name": {"const": "nsight-doctor"}, "version": {"type": "string"}}},
+            "command": {"type": "string"},
+            "inputs": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "required": ["path", "kind", "producer", "producer_version"],
+                "properties": {
+                    "path": {"type": "string"}, "kind": {"enum": INPUT_KINDS},
+                    "producer": {"type": "string"}, "producer_version": nullable,
+                    "export_path": nullable, "export_schema_version": nullable}}},
+            "summary": json_schema(),
+            "findings": {"type": "array", "items": {
+                "type": "object",
+                "required": ["rank", "rule_id", "title", "severity", "tags", "impact_ns", "message",
+                             "recommendation", "evidence", "references"],
+                "properties": {
+                    "rank": {"type": "integer", "minimum": 1}, "rule_id": {"type": "string"},
+                    "title": {"type": "string"}, "severity": {"enum": SEVERITIES},
+                    "tags": {"type": "array", "items": {"enum": list(TAGS)}},
+                    "impact_ns": {"type": "integer", "minimum": 0}, "message": {"type": "string"},
+                    "recommendation": {"type": "string"}, "evidence": {"type": "object"},
+                    "references": {"type": "array", "items": {
+                        "type": "object", "required": ["title", "url"],
+                        "properties": {"title": {"type": "string"}, "url": {"type": "string"}}}}}}},
+            "skipped_rules": {"type": "array", "items": {
+                "type": "object", "required": ["rule_id", "reason"],
+                "properties": {"rule_id": {"type": "string"}, "reason": {"type": "string"}}}},
+            "notes": {"type": "array", "items": {"type": "string"}},
+        },
+    }

@@ -42,7 +42,7 @@ def render(d: Diagnosis) -> str:
     names = ", ".join(escape(i["path"].rsplit("/", 1)[-1]) for i in d.inputs)
     out.append(f"# nsight-doctor diagnosis: {names}")
     out.append("")
-    window = d.summary.get("gpu_window_ns")
+    window = d.summary.capture.gpu_window_ns
     work = [f for f in d.findings if f.impact_ns]
     if work:
         top = work[0]

@@ -24,7 +24,7 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
     for label, value in rows:
         out.extend(wrap(sanitize(value), f"  {label.ljust(width)}  ", " " * (width + 4)))
     out.append("")
-    window = d.summary.get("gpu_window_ns")
+    window = d.summary.capture.gpu_window_ns
     work = [f for f in d.findings if f.impact_ns]
     notes = [f for f in d.findings if not f.impact_ns]
     if work:

@@ -102,12 +102,6 @@ class Store:
         if self.temporary:
             remove_db(self.path, with_folder=True)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = None,
           nsys_path: str | None = None,

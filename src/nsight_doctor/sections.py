@@ -1,0 +1,371 @@
+"""The summary of a profile, typed: one dataclass per documented summary view.
+
+A section class names the view (docs/schema.md) whose rows fill it; its own fields are that
+view's columns, in order (tests/test_summary.py checks it), and its other fields are child
+sections. ``Summary`` is the contract between the pipeline and the renderers; its JSON form
+(``to_json``) is documented in docs/json.md and by the JSON Schema, both generated from these
+classes. Renderers import this module and model.py, nothing else of the pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+
+
+def child(doc: str, default: Any = dataclasses.MISSING, flatten: bool = False) -> Any:
+    """A field that is not a column of the section's view: a child section or a derived value.
+    ``flatten`` puts a child's fields at the parent's level in JSON (kept as they were in
+    schema version 1)."""
+    meta = {"doc": doc, "flatten": flatten}
+    if default is dataclasses.MISSING:
+        return field(metadata=meta)
+    if isinstance(default, list):
+        return field(default_factory=list, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class Section:
+    """A row of a summary view."""
+
+    VIEW: ClassVar[str] = ""
+    LIMIT: ClassVar[int | None] = None  # rows kept (the view holds them all)
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if "doc" not in f.metadata]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], **children: Any) -> Any:
+        return cls(**row, **children)
+
+
+@dataclass
+class Capture(Section):
+    VIEW: ClassVar[str] = "summary_capture"
+    capture_ns: int | None
+    gpu_start_ns: int | None
+    gpu_end_ns: int | None
+    gpu_window_ns: int | None
+    has_cuda_trace: bool | None
+    gpu_busy_pct: float | None
+    profiler_overhead_ns: int
+
+
+@dataclass
+class Gpu(Section):
+    VIEW: ClassVar[str] = "summary_gpus"
+    device_id: int | None
+    name: str | None
+    sm_count: int | None
+    memory_bandwidth_bytes_per_s: int | None
+    busy_ns: int
+    busy_pct: float | None
+    first_op_ns: int | None
+    last_op_ns: int | None
+    kernel_ns: int
+    graph_ns: int
+    memcpy_ns: int
+    memset_ns: int
+
+
+@dataclass
+class Kernels(Section):
+    VIEW: ClassVar[str] = "summary_kernels"
+    kernel_count: int
+    kernels_in_graphs: int
+    kernel_ns: int
+    kernel_median_ns: float | None
+    kernel_mean_ns: float | None
+    tiny_kernel_pct: float | None
+    graph_launch_count: int
+    graph_ns: int
+    tiny_kernel_threshold_ns: int
+    launch_rate_per_s: float | None
+
+
+@dataclass
+class TopKernel(Section):
+    VIEW: ClassVar[str] = "summary_top_kernels"
+    LIMIT: ClassVar[int | None] = 10
+    name: str | None
+    kind: str
+    count: int
+    total_ns: int
+    share_pct: float | None
+    mean_ns: float
+    median_ns: float
+
+
+@dataclass
+class MemcpyDirection(Section):
+    VIEW: ClassVar[str] = "summary_memcpy_directions"
+    direction: str
+    host_kind: str
+    count: int
+    bytes: int
+    total_ns: int
+    bandwidth_gbs: float | None
+
+
+@dataclass
+class Memcpy(Section):
+    VIEW: ClassVar[str] = "summary_memcpy"
+    count: int
+    bytes: int
+    total_ns: int
+    by_direction: list[MemcpyDirection] = child("copies by direction and host memory kind (summary_memcpy_directions)")
+
+
+@dataclass
+class Memset(Section):
+    VIEW: ClassVar[str] = "summary_memset"
+    count: int
+    bytes: int
+    total_ns: int
+
+
+@dataclass
+class BlockingApi(Section):
+    VIEW: ClassVar[str] = "summary_blocking_by_api"
+    name: str | None
+    count: int
+    total_ns: int
+
+
+@dataclass
+class Sync(Section):
+    VIEW: ClassVar[str] = "summary_sync"
+    count: int
+    total_ns: int
+    by_api: list[BlockingApi] = child("every blocking call by API (summary_blocking_by_api)")
+
+
+@dataclass
+class Launch(Section):
+    VIEW: ClassVar[str] = "summary_launch"
+    api_count: int
+    api_ns: int
+    api_mean_ns: float | None
+    latency_median_ns: float | None
+    latency_p90_ns: float | None
+
+
+@dataclass
+class IdleCause(Section):
+    VIEW: ClassVar[str] = "summary_idle_causes"
+    cause: str
+    count: int
+    total_ns: int
+
+
+@dataclass
+class IdleBucket(Section):
+    VIEW: ClassVar[str] = "summary_idle_histogram"
+    bucket: str
+    count: int
+    total_ns: int
+
+
+@dataclass
+class GapCall(Section):
+    VIEW: ClassVar[str] = "gap_api_calls"
+    LIMIT: ClassVar[int | None] = 5
+    name: str | None
+    count: int
+    overlap_ns: int
+
+
+@dataclass
+class Gap(Section):
+    VIEW: ClassVar[str] = "summary_largest_gaps"
+    device_id: int
+    start: int
+    end: int
+    duration: int
+    cause: str
+    pid: int | None
+    next_op: str | None
+    launch_name: str | None
+    blocking_name: str | None
+    api_calls: list[GapCall] = child("the CUDA calls the CPU was in during the gap (gap_api_calls), top 5")
+
+
+@dataclass
+class Idle(Section):
+    VIEW: ClassVar[str] = "summary_idle"
+    gap_count: int
+    idle_ns: int
+    by_cause: list[IdleCause] = child("gaps by cause (summary_idle_causes)")
+    histogram: list[IdleBucket] = child("gaps by length (summary_idle_histogram)")
+    largest: list[Gap] = child("the largest gaps, as many as --gaps asks (summary_largest_gaps)")
+
+
+@dataclass
+class Nvtx(Section):
+    VIEW: ClassVar[str] = "summary_nvtx"
+    LIMIT: ClassVar[int | None] = 20
+    text: str | None
+    domain: str | None
+    count: int
+    cpu_ns: int | None
+    gpu_ns: int | None
+    gpu_ops: int | None
+    median_gpu_span_ns: float | None
+
+
+@dataclass
+class MetricAverage(Section):
+    """One sampled metric of one GPU; the view's device_id and key place it in the summary."""
+
+    VIEW: ClassVar[str] = "summary_gpu_metrics"
+    metric: str
+    avg: float | None
+    avg_busy: float | None
+    samples: int
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", "key", *super().columns()]
+
+
+@dataclass
+class Communication(Section):
+    VIEW: ClassVar[str] = "summary_communication"
+    device_id: int
+    pid: int | None
+    collectives: int
+    ranks: int
+    comm_ns: int
+    comm_pct: float | None
+    transfer_ns: int
+    wait_ns: int
+    exposed_ns: int
+    last_arrivals: int
+
+
+@dataclass
+class NcuReport(Section):
+    VIEW: ClassVar[str] = "summary_ncu_reports"
+    path: str
+    ncu_version: str | None
+    kernels: int | None
+
+
+@dataclass
+class NcuGroup(Section):
+    VIEW: ClassVar[str] = "summary_ncu_groups"
+    LIMIT: ClassVar[int | None] = 15
+    launch: str | None
+    family: str | None
+    profiled: int
+    bottleneck: str | None
+    share_pct: float | None
+    time_basis: str
+    weight_ns: float | None
+    duration_ns: float | None
+    sm_pct: float | None
+    mem_pct: float | None
+    dram_pct: float | None
+    achieved_occupancy_pct: float | None
+    waves_per_sm: float | None
+    tensor_pct: float | None
+    top_stall: str | None
+
+
+@dataclass
+class Ncu(Section):
+    VIEW: ClassVar[str] = "summary_ncu"
+    reports: list[NcuReport] = child("the reports (summary_ncu_reports)")
+    kernels_profiled: int = 0
+    launch_configs: int = 0
+    memory_bound: int = 0
+    compute_bound: int = 0
+    latency_bound: int = 0
+    with_stall_reasons: int = 0
+    with_cache_metrics: int = 0
+    with_roofline_metrics: int = 0
+    coverage_pct: float | None = None
+    groups: list[NcuGroup] = child("per launch configuration, most GPU time first (summary_ncu_groups)", [])
+
+
+@dataclass
+class Summary:
+    """Everything the renderers show before the findings."""
+
+    capture: Capture = child("the capture as a whole (summary_capture)", flatten=True)
+    gpus: list[Gpu] = child("one object per GPU (summary_gpus)")
+    kernels: Kernels = child("kernel statistics (summary_kernels)", flatten=True)
+    top_kernels: list[TopKernel] = child("the top 10 kernels and graphs by total time (summary_top_kernels)")
+    memcpy: Memcpy = child("memory copies (summary_memcpy)")
+    memset: Memset = child("memsets (summary_memset)")
+    sync: Sync = child("synchronize calls (summary_sync)")
+    launch: Launch = child("launch calls (summary_launch)")
+    idle: Idle = child("idle gaps (summary_idle)")
+    nvtx: list[Nvtx] = child("GPU time per NVTX range, top 20 (summary_nvtx)")
+    gpu_metrics: dict[str, dict[str, MetricAverage]] | None = child(
+        "only when sampled: per device id, per key (sm_active, sm_issue, tensor_active, dram_read, "
+        "dram_write), the metric's averages (summary_gpu_metrics)", None)
+    communication: list[Communication] | None = child(
+        "only when collective kernels ran: per GPU (summary_communication)", None)
+    ncu: Ncu | None = child("only with an Nsight Compute report (summary_ncu)", None)
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+def to_json(obj: Any) -> Any:
+    """A section as JSON-ready values: optional children that are None are left out, and
+    flattened children are merged into their parent."""
+    if isinstance(obj, list):
+        return [to_json(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: to_json(v) for k, v in obj.items()}
+    if not dataclasses.is_dataclass(obj):
+        return obj
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.metadata.get("flatten"):
+            out.update(to_json(value))
+        elif value is not None or "doc" not in f.metadata:
+            out[f.name] = to_json(value)
+    return out
+
+
+def json_schema(cls: type = Summary) -> dict[str, Any]:
+    """The JSON Schema of a section's to_json form, from its type hints."""
+    hints = get_type_hints(cls)
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("flatten"):
+            sub = json_schema(hints[f.name])
+            props.update(sub["properties"])
+            required += sub["required"]
+            continue
+        props[f.name] = type_schema(hints[f.name])
+        optional_child = "doc" in f.metadata and f.default is None
+        if not optional_child:
+            required.append(f.name)
+    return {"type": "object", "required": required, "properties": props}
+
+
+def type_schema(tp: Any) -> dict[str, Any]:
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        schema = type_schema(inner[0])
+        if "type" in schema and isinstance(schema["type"], str):
+            return {**schema, "type": [schema["type"], "null"]}
+        return {"anyOf": [schema, {"type": "null"}]}
+    if origin is list:
+        return {"type": "array", "items": type_schema(args[0])}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": type_schema(args[1])}
+    if dataclasses.is_dataclass(tp):
+        return json_schema(tp)
+    return {"type": {int: "integer", float: "number", str: "string", bool: "boolean"}[tp]}

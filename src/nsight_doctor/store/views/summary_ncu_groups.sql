@@ -1,0 +1,22 @@
+-- summary_ncu_groups: the profiled launch configurations (ncu_groups), most GPU time first.
+--
+-- launch: name<<<(grid),(block)>>>.
+-- family: kernel family.
+-- profiled: profiled instances.
+-- bottleneck: memory-bound, compute-bound or latency-bound.
+-- share_pct: its share of GPU time (see ncu_groups).
+-- time_basis: nsys (timeline time) or ncu (profiled time).
+-- weight_ns: the time its findings are scaled by, ns.
+-- duration_ns: mean profiled duration, ns.
+-- sm_pct: SM throughput, % of peak.
+-- mem_pct: memory throughput, % of peak.
+-- dram_pct: DRAM throughput, % of peak.
+-- achieved_occupancy_pct: achieved occupancy, %.
+-- waves_per_sm: waves of blocks per SM.
+-- tensor_pct: tensor pipe utilisation, %.
+-- top_stall: the most common top stall reason.
+CREATE VIEW summary_ncu_groups AS
+SELECT launch, family, profiled, bottleneck, share_pct, time_basis, weight_ns,
+       duration_ns, sm_pct, mem_pct, dram_pct, achieved_occupancy_pct, waves_per_sm,
+       tensor_pct, top_stall
+FROM ncu_groups ORDER BY weight_ns DESC, launch;

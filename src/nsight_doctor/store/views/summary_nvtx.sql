@@ -1,0 +1,15 @@
+-- summary_nvtx: GPU time projected onto NVTX ranges (nvtx_gpu), by text and domain, most GPU
+-- time first.
+--
+-- text: the range's message.
+-- domain: NVTX domain (NULL for the default domain).
+-- count: ranges.
+-- cpu_ns: their total length on the CPU, ns.
+-- gpu_ns: GPU time of the operations issued inside them, ns.
+-- gpu_ops: those operations.
+-- median_gpu_span_ns: median, over the ranges, of the span from their first operation's start to their last one's end on the GPU, ns.
+CREATE VIEW summary_nvtx AS
+SELECT text, domain, count(*) AS count, sum(duration) AS cpu_ns,
+       sum(gpu_time) AS gpu_ns, sum(gpu_ops) AS gpu_ops,
+       median(gpu_end - gpu_start) AS median_gpu_span_ns
+FROM nvtx_gpu GROUP BY text, domain ORDER BY gpu_ns DESC NULLS LAST, cpu_ns DESC, text;
