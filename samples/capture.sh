@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Captures every sample in samples/ on the lent GPU machine (see ../shared/CAPTURE.md).
 #
-#   bash samples/capture.sh OUTDIR DEBDIR [all|tp]
+#   bash samples/capture.sh OUTDIR DEBDIR [all|tp|hf|llm]
 #
 # OUTDIR receives log.txt and the captures packed as samples.tar.xz.NN (15 MiB pieces).
 # DEBDIR holds Debian's libdw1 and libelf1 packages, which the bundled nsys importer needs.
@@ -10,7 +10,8 @@
 set -u
 OUT=${1:?OUTDIR}
 DEBDIR=${2:?DEBDIR}
-MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf: only hf_generate
+MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf: only hf_generate;
+                # llm: the HF serving captures of workloads/hf_serving.py (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -30,14 +31,17 @@ ncu --version | tail -1
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 date -u
 
-NSYS_COMMON=(-f true --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop)
+NSYS_COMMON=(-f true --sample=none --cpuctxsw=none)
+# The profiled region is bracketed by cudaProfilerStart/Stop; NSYS_RANGE=() profiles the whole process.
+NSYS_RANGE=(--capture-range=cudaProfilerApi --capture-range-end=stop)
+NSYS_TIMEOUT=${NSYS_TIMEOUT:-120}
 
 nsys_capture() {  # name gpu extra-nsys-args... -- workload args...
   local name=$1 gpu=$2; shift 2
   local nargs=() ; while [ "$1" != "--" ]; do nargs+=("$1"); shift; done; shift
   echo "== nsys $name (GPU $gpu)"
-  CUDA_VISIBLE_DEVICES=$gpu timeout 120 $NSYS profile -o "$C/$name" "${NSYS_COMMON[@]}" "${nargs[@]}" \
-    python3 $W/"$@"
+  CUDA_VISIBLE_DEVICES=$gpu timeout $NSYS_TIMEOUT $NSYS profile -o "$C/$name" "${NSYS_COMMON[@]}" \
+    "${NSYS_RANGE[@]}" "${nargs[@]}" python3 $W/"$@"
   timeout 90 $NSYS export --type sqlite -f true -o "$C/$name.sqlite" "$C/$name.nsys-rep"
   ls -la "$C/$name".*
 }
@@ -109,7 +113,48 @@ tp_capture() {  # variant
   echo "== export timing tp2_$v: sqlite $((t1 - t0)) s, parquetdir $((SECONDS - t1)) s"
 }
 
-if [ "$MODE" = hf ]; then
+# The HF serving captures (workloads/hf_serving.py): each is exported, summarised by
+# nsys_facts.py (into the log) and packed on its own as llm_NAME.tar.xz.NN.
+llm_capture() {  # name extra-nsys-args... -- hf_serving.py args...
+  local name=$1; shift
+  in_time "$name" || return 1
+  local t=$SECONDS
+  nsys_capture "$name" 0 "$@" --json "$C/$name.json"
+  echo "== $name: capture and export took $((SECONDS - t)) s"
+  echo "== facts $name"
+  timeout 60 python3 samples/nsys_facts.py "$C/$name.sqlite" --json "$C/$name.json" || true
+  mkdir -p "$C/llm/$name"
+  mv "$C/$name".* "$C/llm/$name/"
+  (cd "$C/llm" && tar cf - --exclude='*.qdstrm' "$name") | xz -T0 -6 | split -b 15M -d - "$OUT/llm_$name.tar.xz."
+  ls -la "$OUT"
+}
+
+llm_series() {
+  local T=(-t cuda,nvtx,osrt) S=hf_serving.py
+  python3 -c 'import transformers; print("transformers", transformers.__version__)'
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  llm_capture hf_eager_attn "${T[@]}" -- $S generate --attn eager --batch 8 --prompt-len 512 --new-tokens 16
+  llm_capture hf_sdpa "${T[@]}" -- $S generate --attn sdpa --batch 8 --prompt-len 512 --new-tokens 16
+  # KV cache of 16 x 16 heads x 64 x (128..256) tokens per layer: 4 MB growing to 8 MB.
+  llm_capture hf_cat_cache "${T[@]}" -- $S generate --attn sdpa --cache dynamic --batch 16 --kv-heads 16 \
+    --prompt-len 128 --new-tokens 128
+  llm_capture hf_static_cache "${T[@]}" -- $S generate --attn sdpa --cache static --batch 16 --kv-heads 16 \
+    --prompt-len 128 --new-tokens 128
+  local R=("${NSYS_RANGE[@]}"); NSYS_RANGE=()  # the whole process
+  llm_capture hf_startup "${T[@]}" -- $S startup --batch 8 --seq 1024 --passes 20
+  NSYS_RANGE=("${R[@]}")
+  NSYS_TIMEOUT=170 llm_capture hf_cb_graphs "${T[@]}" --cuda-graph-trace=node -- $S cb --requests 32 \
+    --min-prompt 16 --max-prompt 400 --new-tokens 32 --max-batch-tokens 1024 --max-memory-percent 0.3
+  if ! grep -q '"errors": 0' "$C/llm/hf_cb_graphs/hf_cb_graphs.json" 2>/dev/null; then
+    echo "== hf_cb_graphs failed: continuous batching without CUDA graphs"
+    NSYS_TIMEOUT=150 llm_capture hf_cb_eager "${T[@]}" -- $S cb --requests 32 --min-prompt 16 --max-prompt 400 \
+      --new-tokens 32 --max-batch-tokens 1024 --max-memory-percent 0.3 --no-graphs
+  fi
+}
+
+if [ "$MODE" = llm ]; then
+  llm_series
+elif [ "$MODE" = hf ]; then
   python3 -c 'import transformers; print("transformers", transformers.__version__)'
   nsys_capture hf_generate 0 -t cuda,nvtx,osrt -- hf_generate.py --batch 4 --new-tokens 32
   pack hf
