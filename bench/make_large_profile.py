@@ -51,8 +51,10 @@ def replicate(con, table, time_cols, id_cols, copies, span, id_span):
     # Copy from a frozen snapshot of the original rows (rowid <= n). Rows timed before the
     # capture (NVTX domain registrations) are not events of a step and are copied once.
     n = con.execute(f"SELECT max(rowid) FROM [{table}]").fetchone()[0] or 0
-    sql = (f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
-           f"SELECT {', '.join(sel)} FROM [{table}] WHERE rowid <= {n} AND [{time_cols[0]}] >= 0")
+    sql = (
+        f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) "
+        f"SELECT {', '.join(sel)} FROM [{table}] WHERE rowid <= {n} AND [{time_cols[0]}] >= 0"
+    )
     for k in range(1, copies):
         con.execute(sql, {"k": k})
 
@@ -76,7 +78,9 @@ def main(argv=None):
     lo, hi = None, None
     for t, tc, _ in EVENT_TABLES:
         if t in have and t.startswith("CUPTI"):
-            mn, mx = con.execute(f"SELECT min([{tc[0]}]), max(coalesce([{tc[1]}], [{tc[0]}])) FROM [{t}] WHERE [{tc[0]}] >= 0").fetchone()
+            mn, mx = con.execute(
+                f"SELECT min([{tc[0]}]), max(coalesce([{tc[1]}], [{tc[0]}])) FROM [{t}] WHERE [{tc[0]}] >= 0"
+            ).fetchone()
             if mn is not None:
                 lo = mn if lo is None else min(lo, mn)
                 hi = mx if hi is None else max(hi, mx)
@@ -98,8 +102,10 @@ def main(argv=None):
         replicate(con, METRICS[0], METRICS[1], (), m_copies, span, 0)
     # The capture now lasts `copies` spans.
     if "ANALYSIS_DETAILS" in have:
-        con.execute(f"UPDATE ANALYSIS_DETAILS SET duration = duration + {(copies - 1) * span}, "
-                    f"stopTime = stopTime + {(copies - 1) * span}")
+        con.execute(
+            f"UPDATE ANALYSIS_DETAILS SET duration = duration + {(copies - 1) * span}, "
+            f"stopTime = stopTime + {(copies - 1) * span}"
+        )
     con.commit()
     for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "GPU_METRICS"):
         if t in have:

@@ -30,8 +30,9 @@ LARGEST_SAMPLE = REPO / "samples/decode_b1_gpumetrics/decode_b1_gpumetrics.sqlit
 def timed(cmd: list[str], cwd: Path | None = None) -> dict:
     """Runs cmd under /usr/bin/time; returns wall seconds and peak RSS in MB."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        run = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", tf.name, *cmd],
-                             capture_output=True, text=True, cwd=cwd)
+        run = subprocess.run(
+            ["/usr/bin/time", "-f", "%e %M", "-o", tf.name, *cmd], capture_output=True, text=True, cwd=cwd
+        )
         wall, rss_kb = tf.read().split()[-2:]
     if run.returncode not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({run.returncode}): {run.stderr[-2000:]}")
@@ -51,14 +52,29 @@ def bench_file(path: Path, nsys: str | None, doctor: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="nd-bench-") as tmp:
         out = timed([*doctor, "analyze", str(path), "--format", "json", "-q"], cwd=Path(tmp))
         report = json.loads(out["stdout"])
-        row["doctor"] = {"seconds": out["seconds"], "peak_mb": out["peak_mb"],
-                         "kernels": report["summary"]["kernel_count"],
-                         "findings": [f["rule_id"] for f in report["findings"]]}
+        row["doctor"] = {
+            "seconds": out["seconds"],
+            "peak_mb": out["peak_mb"],
+            "kernels": report["summary"]["kernel_count"],
+            "findings": [f["rule_id"] for f in report["findings"]],
+        }
         if nsys:
             copy = Path(tmp) / "stats.sqlite"
             shutil.copy(path, copy)
-            stats = timed([nsys, "stats", "-q", "-f", "csv", "-o", str(Path(tmp) / "stats"),
-                           "-r", ",".join(nsys_reports(nsys)), str(copy)])
+            stats = timed(
+                [
+                    nsys,
+                    "stats",
+                    "-q",
+                    "-f",
+                    "csv",
+                    "-o",
+                    str(Path(tmp) / "stats"),
+                    "-r",
+                    ",".join(nsys_reports(nsys)),
+                    str(copy),
+                ]
+            )
             copy.unlink()
             shutil.copy(path, copy)
             analyze = timed([nsys, "analyze", "-q", "-f", "csv", "-o", str(Path(tmp) / "analyze"), str(copy)])
@@ -73,18 +89,25 @@ def bench_file(path: Path, nsys: str | None, doctor: list[str]) -> dict:
 
 def bench_forms(sqlite: Path, parquet: Path, doctor: list[str]) -> dict:
     """The same profile read from its SQLite export and from its Parquet export."""
-    return {form: timed([*doctor, "analyze", str(p), "--format", "json", "-q"])["seconds"]
-            for form, p in (("sqlite", sqlite), ("parquet", parquet))}
+    return {
+        form: timed([*doctor, "analyze", str(p), "--format", "json", "-q"])["seconds"]
+        for form, p in (("sqlite", sqlite), ("parquet", parquet))
+    }
 
 
 def bench_ncu(doctor: list[str], work: Path) -> dict:
     """Ingest and analysis of a 71 MB --set detailed report of 30 kernels."""
     import lzma
+
     report = work / "ncu_decode_b1_detailed30.ncu-rep"
     report.write_bytes(lzma.decompress((REPO / "bench/data/ncu_decode_b1_detailed30.ncu-rep.xz").read_bytes()))
     out = timed([*doctor, "analyze", str(report), "--format", "json", "-q"])
-    return {"size_mb": report.stat().st_size / 2**20, "seconds": out["seconds"], "peak_mb": out["peak_mb"],
-            "kernels": json.loads(out["stdout"])["summary"]["ncu"]["kernels_profiled"]}
+    return {
+        "size_mb": report.stat().st_size / 2**20,
+        "seconds": out["seconds"],
+        "peak_mb": out["peak_mb"],
+        "kernels": json.loads(out["stdout"])["summary"]["ncu"]["kernels_profiled"],
+    }
 
 
 def parquet_copy(sqlite: Path, dest: Path) -> Path:
@@ -92,6 +115,7 @@ def parquet_copy(sqlite: Path, dest: Path) -> Path:
     import duckdb
 
     from nsight_doctor.ingest.nsys_export import load_sqlite_extension
+
     dest.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     load_sqlite_extension(con)
@@ -115,8 +139,19 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="nd-bench-data-"))
     large = a.large or work / "large.sqlite"
     if not large.exists():
-        subprocess.run([sys.executable, str(REPO / "bench/make_large_profile.py"), str(LARGEST_SAMPLE),
-                        str(large), "--kernels", str(a.kernels), "--metric-rows", str(a.metric_rows)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "bench/make_large_profile.py"),
+                str(LARGEST_SAMPLE),
+                str(large),
+                "--kernels",
+                str(a.kernels),
+                "--metric-rows",
+                str(a.metric_rows),
+            ],
+            check=True,
+        )
     nsys_version = None
     if a.nsys:
         nsys_version = subprocess.run([a.nsys, "--version"], capture_output=True, text=True).stdout.strip()
@@ -124,30 +159,40 @@ def main(argv=None) -> int:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "nsys": nsys_version,
         "runs": [bench_file(f, a.nsys, doctor) for f in (LARGEST_SAMPLE, large)],
-        "forms_decode_b1": bench_forms(REPO / "samples/decode_b1/decode_b1.sqlite",
-                                       REPO / "samples/decode_b1/decode_b1_pqtdir", doctor),
+        "forms_decode_b1": bench_forms(
+            REPO / "samples/decode_b1/decode_b1.sqlite", REPO / "samples/decode_b1/decode_b1_pqtdir", doctor
+        ),
         "forms_large": bench_forms(large, parquet_copy(large, work / "large_pqtdir"), doctor),
         "ncu": bench_ncu(doctor, work),
     }
     if a.json:
         a.json.write_text(json.dumps(results, indent=2))
     print(f"nsys: {nsys_version}; {results['machine']['cpus']} CPUs; Python {results['machine']['python']}\n")
-    print("| Profile | SQLite size | Kernels | nsight-doctor | peak memory (x size) | nsys stats | nsys analyze | nsys total | speed-up |")
+    print(
+        "| Profile | SQLite size | Kernels | nsight-doctor | peak memory (x size) | nsys stats | nsys analyze "
+        "| nsys total | speed-up |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results["runs"]:
         d = r["doctor"]
         ns = r.get("nsys_stats", {})
         na = r.get("nsys_analyze", {})
-        print(f"| {Path(r['file']).name} | {r['size_mb']:.0f} MB | {d['kernels']:,} | {d['seconds']:.1f} s | "
-              f"{d['peak_mb']:.0f} MB ({r['memory_ratio']:.2f}x) | {ns.get('seconds', float('nan')):.1f} s, {ns.get('peak_mb', 0):.0f} MB | "
-              f"{na.get('seconds', float('nan')):.1f} s, {na.get('peak_mb', 0):.0f} MB | {r.get('nsys_total_seconds', float('nan')):.1f} s | "
-              f"{r.get('speed_ratio', float('nan')):.2f}x |")
+        print(
+            f"| {Path(r['file']).name} | {r['size_mb']:.0f} MB | {d['kernels']:,} | {d['seconds']:.1f} s | "
+            f"{d['peak_mb']:.0f} MB ({r['memory_ratio']:.2f}x) | "
+            f"{ns.get('seconds', float('nan')):.1f} s, {ns.get('peak_mb', 0):.0f} MB | "
+            f"{na.get('seconds', float('nan')):.1f} s, {na.get('peak_mb', 0):.0f} MB | "
+            f"{r.get('nsys_total_seconds', float('nan')):.1f} s | "
+            f"{r.get('speed_ratio', float('nan')):.2f}x |"
+        )
     for key in ("forms_decode_b1", "forms_large"):
         f = results[key]
         print(f"\n{key}: SQLite {f['sqlite']:.2f} s, Parquet {f['parquet']:.2f} s")
     n = results["ncu"]
-    print(f"\nncu report {n['size_mb']:.0f} MB, {n['kernels']} kernels: {n['seconds']:.1f} s, peak {n['peak_mb']:.0f} MB "
-          "(the reader runs in a child process; /usr/bin/time reports the larger of the two)")
+    print(
+        f"\nncu report {n['size_mb']:.0f} MB, {n['kernels']} kernels: {n['seconds']:.1f} s, peak {n['peak_mb']:.0f} MB "
+        "(the reader runs in a child process; /usr/bin/time reports the larger of the two)"
+    )
     if not a.keep and not a.large:
         shutil.rmtree(work, ignore_errors=True)
     return 0

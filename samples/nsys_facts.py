@@ -8,6 +8,7 @@ out the vocabulary-projection (lm_head) GEMM, the one GEMM launched once per for
 """
 
 import argparse
+import itertools
 import json
 import lzma
 import os
@@ -72,19 +73,39 @@ def main(argv=None):
 def report(c, facts):
     forwards = facts.get("forwards") or facts.get("steps")
     K = "CUPTI_ACTIVITY_KIND_KERNEL"
-    kern = q(c, f"""select k.start, k.end, s.value, d.value, k.gridX, k.gridY, k.gridZ,
+    kern = (
+        q(
+            c,
+            f"""select k.start, k.end, s.value, d.value, k.gridX, k.gridY, k.gridZ,
                         k.blockX, k.blockY, k.blockZ, k.graphNodeId
                     from {K} k join StringIds s on s.id = k.shortName
-                    join StringIds d on d.id = k.demangledName order by k.start""") if has(c, K) else []
-    mem = q(c, """select m.start, m.end, m.bytes, o.label, sk.label, dk.label
+                    join StringIds d on d.id = k.demangledName order by k.start""",
+        )
+        if has(c, K)
+        else []
+    )
+    mem = (
+        q(
+            c,
+            """select m.start, m.end, m.bytes, o.label, sk.label, dk.label
                   from CUPTI_ACTIVITY_KIND_MEMCPY m
                   join ENUM_CUDA_MEMCPY_OPER o on o.id = m.copyKind
                   join ENUM_CUDA_MEM_KIND sk on sk.id = m.srcKind
-                  join ENUM_CUDA_MEM_KIND dk on dk.id = m.dstKind""") \
-        if has(c, "CUPTI_ACTIVITY_KIND_MEMCPY") else []
+                  join ENUM_CUDA_MEM_KIND dk on dk.id = m.dstKind""",
+        )
+        if has(c, "CUPTI_ACTIVITY_KIND_MEMCPY")
+        else []
+    )
     mset = q(c, "select start, end from CUPTI_ACTIVITY_KIND_MEMSET") if has(c, "CUPTI_ACTIVITY_KIND_MEMSET") else []
-    api = q(c, """select r.start, r.end, s.value from CUPTI_ACTIVITY_KIND_RUNTIME r
-                  join StringIds s on s.id = r.nameId""") if has(c, "CUPTI_ACTIVITY_KIND_RUNTIME") else []
+    api = (
+        q(
+            c,
+            """select r.start, r.end, s.value from CUPTI_ACTIVITY_KIND_RUNTIME r
+                  join StringIds s on s.id = r.nameId""",
+        )
+        if has(c, "CUPTI_ACTIVITY_KIND_RUNTIME")
+        else []
+    )
     # Event timestamps count from the start of the analysis window (0 .. duration).
     sess = q(c, "select duration from ANALYSIS_DETAILS")
     t0, dur = 0, sess[0][0] if sess else 0
@@ -94,11 +115,15 @@ def report(c, facts):
     if gpu:
         g0, g1 = min(s for s, _ in gpu), max(e for _, e in gpu)
         kbusy = union_ns([(k[0], k[1]) for k in kern])
-        print(f"GPU activity span: {(g1 - g0) / 1e6:.1f} ms, from +{(g0 - t0) / 1e6:.1f} ms;"
-              f" kernels busy {kbusy / 1e6:.1f} ms = {100 * kbusy / max(g1 - g0, 1):.1f}% of the span;"
-              f" kernels+copies+memsets busy {100 * union_ns(gpu) / max(g1 - g0, 1):.1f}%")
-    print(f"kernels: {len(kern)}; in CUDA graphs (graphNodeId set): "
-          f"{sum(1 for k in kern if k[10] is not None)}; memcpy: {len(mem)}; memset: {len(mset)}")
+        print(
+            f"GPU activity span: {(g1 - g0) / 1e6:.1f} ms, from +{(g0 - t0) / 1e6:.1f} ms;"
+            f" kernels busy {kbusy / 1e6:.1f} ms = {100 * kbusy / max(g1 - g0, 1):.1f}% of the span;"
+            f" kernels+copies+memsets busy {100 * union_ns(gpu) / max(g1 - g0, 1):.1f}%"
+        )
+    print(
+        f"kernels: {len(kern)}; in CUDA graphs (graphNodeId set): "
+        f"{sum(1 for k in kern if k[10] is not None)}; memcpy: {len(mem)}; memset: {len(mset)}"
+    )
 
     # Top kernels by total time, by full (demangled) name.
     by = {}
@@ -109,7 +134,10 @@ def report(c, facts):
     tot = sum(e[2] for e in by.values()) or 1
     print("top 8 kernels by total time (short name | count | total ms | % | avg us | demangled):")
     for dname, (sname, n, t) in sorted(by.items(), key=lambda x: -x[1][2])[:8]:
-        print(f"  {short(sname, 60)} | {n} | {t / 1e6:.2f} | {100 * t / tot:.1f}% | {t / n / 1e3:.1f} | {short(dname, 110)}")
+        print(
+            f"  {short(sname, 60)} | {n} | {t / 1e6:.2f} | {100 * t / tot:.1f}% | {t / n / 1e3:.1f}"
+            f" | {short(dname, 110)}"
+        )
 
     # GEMM configurations: (short name, grid, block).
     groups = {}
@@ -120,8 +148,10 @@ def report(c, facts):
             e[0] += 1
             e[1] += k[1] - k[0]
             e[2].append(k[0])
-    print(f"GEMM kernels: {sum(e[0] for e in groups.values())} in {len(groups)} (name, grid, block) groups;"
-          " the 16 with the most GPU time (name | grid | block | count | avg us):")
+    print(
+        f"GEMM kernels: {sum(e[0] for e in groups.values())} in {len(groups)} (name, grid, block) groups;"
+        " the 16 with the most GPU time (name | grid | block | count | avg us):"
+    )
     for (sname, grid, block), (n, t, _) in sorted(groups.items(), key=lambda x: -x[1][1])[:16]:
         print(f"  {short(sname, 70)} | {grid} | {block} | {n} | {t / n / 1e3:.1f}")
     batched = [(key, e) for key, e in groups.items() if key[1][2] > 1]
@@ -147,15 +177,19 @@ def report(c, facts):
                 break
     if lm:
         (sname, grid, block), (n, t, starts) = lm
-        print(f"lm_head GEMM (once per forward, {forwards} forwards): {sname} grid {grid} block {block}:"
-              f" {n} launches, avg {t / n / 1e3:.1f} us")
-        gaps = [(b - a_) / 1e6 for a_, b in zip(starts, starts[1:])]
+        print(
+            f"lm_head GEMM (once per forward, {forwards} forwards): {sname} grid {grid} block {block}:"
+            f" {n} launches, avg {t / n / 1e3:.1f} us"
+        )
+        gaps = [(b - a_) / 1e6 for a_, b in itertools.pairwise(starts)]
         if gaps:
-            print(f"step time (between lm_head launches): first {gaps[0]:.3f} ms, median"
-                  f" {statistics.median(gaps):.3f} ms, min {min(gaps):.3f}, max {max(gaps):.3f};"
-                  f" all: {' '.join(f'{g:.2f}' for g in gaps) if len(gaps) <= 40 else '(many)'}")
+            print(
+                f"step time (between lm_head launches): first {gaps[0]:.3f} ms, median"
+                f" {statistics.median(gaps):.3f} ms, min {min(gaps):.3f}, max {max(gaps):.3f};"
+                f" all: {' '.join(f'{g:.2f}' for g in gaps) if len(gaps) <= 40 else '(many)'}"
+            )
             # Kernels per step, and the cat / index kernels per step.
-            bounds = starts + [kern[-1][1] + 1]
+            bounds = [*starts, kern[-1][1] + 1]
             per = [[] for _ in starts]
             i = 0
             for k in kern:
@@ -171,7 +205,7 @@ def report(c, facts):
                 print(f"{label} kernels per step (step: count, mean us, max us, sum us):")
                 show = list(range(len(rows)))
                 if len(show) > 14:
-                    show = show[:5] + show[len(show) // 2 - 1: len(show) // 2 + 1] + show[-6:]
+                    show = show[:5] + show[len(show) // 2 - 1 : len(show) // 2 + 1] + show[-6:]
                 for j in show:
                     d = [(k[1] - k[0]) / 1e3 for k in rows[j]]
                     if d:
@@ -219,8 +253,10 @@ def report(c, facts):
     if dur and gpu:
         n = 16
         w = dur / n
-        print(f"timeline ({n} slices of {w / 1e6:.1f} ms: kernel busy % | copy busy % | kernels | "
-              "HtoD MB | syncs | cudaMalloc):")
+        print(
+            f"timeline ({n} slices of {w / 1e6:.1f} ms: kernel busy % | copy busy % | kernels | "
+            "HtoD MB | syncs | cudaMalloc):"
+        )
         for j in range(n):
             a_, b = t0 + j * w, t0 + (j + 1) * w
             kb = union_ns([(max(s, a_), min(e, b)) for s, e, *_ in kern if s < b and e > a_])
@@ -229,8 +265,10 @@ def report(c, facts):
             h2d = sum(m[2] for m in mem if a_ <= m[0] < b and m[3] == "Host-to-Device") / 1e6
             ns = sum(1 for s, e, nm in api if a_ <= s < b and "Synchronize" in nm)
             nmal = sum(1 for s, e, nm in api if a_ <= s < b and nm.startswith("cudaMalloc"))
-            print(f"  {j:2d} +{(a_ - t0) / 1e6:8.1f} ms: {100 * kb / w:5.1f} | {100 * mb / w:5.1f} | {nk:6d} |"
-                  f" {h2d:8.1f} | {ns:5d} | {nmal}")
+            print(
+                f"  {j:2d} +{(a_ - t0) / 1e6:8.1f} ms: {100 * kb / w:5.1f} | {100 * mb / w:5.1f} | {nk:6d} |"
+                f" {h2d:8.1f} | {ns:5d} | {nmal}"
+            )
 
 
 if __name__ == "__main__":

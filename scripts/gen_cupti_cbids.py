@@ -17,8 +17,10 @@ OUT = Path(__file__).resolve().parents[1] / "src/nsight_doctor/ingest/cupti_cbid
 
 def main(include: str) -> None:
     rows = []
-    for api, header, prefix in (("runtime", "cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_"),
-                                ("driver", "cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_")):
+    for api, header, prefix in (
+        ("runtime", "cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_"),
+        ("driver", "cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_"),
+    ):
         text = (Path(include) / header).read_text()
         for name, cbid in re.findall(rf"{prefix}(\w+)\s*=\s*(\d+)", text):
             if name in ("INVALID", "SIZE", "FORCE_INT"):

@@ -27,6 +27,7 @@ def sample(name: str, ext: str = ".sqlite") -> Path:
 def unxz(src: Path, dest_dir: Path) -> Path:
     """Decompresses an xz-compressed sample (samples ship large exports and reports that way)."""
     import lzma
+
     dest = dest_dir / src.name.removesuffix(".xz")
     dest.write_bytes(lzma.decompress(src.read_bytes()))
     return dest
@@ -48,8 +49,14 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
     """Runs the real command line in a subprocess, as a user would."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "nsight_doctor", *args], capture_output=True,
-                          text=True, env=full_env, cwd=cwd or REPO, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "nsight_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd or REPO,
+        timeout=600,
+    )
 
 
 @pytest.fixture(autouse=True)

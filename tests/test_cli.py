@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 
 import pytest
+
 from conftest import SAMPLES, run_cli, sample, sha256
 
 B1 = str(sample("decode_b1"))
@@ -28,8 +29,15 @@ def one_error_line(r, *needles):
 def test_version_and_help():
     r = run_cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("nsight-doctor, version ")
-    for cmd in (["--help"], ["analyze", "--help"], ["rules", "--help"], ["rules", "list", "--help"],
-                ["rules", "explain", "--help"], ["rules", "test", "--help"], ["rules", "docs", "--help"]):
+    for cmd in (
+        ["--help"],
+        ["analyze", "--help"],
+        ["rules", "--help"],
+        ["rules", "list", "--help"],
+        ["rules", "explain", "--help"],
+        ["rules", "test", "--help"],
+        ["rules", "docs", "--help"],
+    ):
         r = run_cli(*cmd)
         assert r.returncode == 0 and "Usage:" in r.stdout, cmd
         if cmd != ["--help"] and cmd != ["rules", "--help"]:
@@ -56,7 +64,16 @@ def test_analyze_json_is_versioned_and_ranked():
     impacts = [f["impact_ns"] for f in d["findings"]]
     assert impacts == sorted(impacts, reverse=True)
     for f in d["findings"]:
-        assert {"rule_id", "title", "severity", "tags", "impact_ns", "message", "recommendation", "evidence"} <= f.keys()
+        assert {
+            "rule_id",
+            "title",
+            "severity",
+            "tags",
+            "impact_ns",
+            "message",
+            "recommendation",
+            "evidence",
+        } <= f.keys()
 
 
 def test_analyze_markdown_has_summary_findings_and_provenance():
@@ -83,13 +100,16 @@ def test_select_ignore_and_threshold_override():
     assert "launch-bound" not in [f["rule_id"] for f in json.loads(r.stdout)["findings"]]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--threshold", "launch-bound.nope=1"], "has no threshold 'nope'"),
-    (["--threshold", "bad"], "RULE.NAME=VALUE"),
-    (["--select", "no-such-rule"], "unknown rule id or tag"),
-    (["--rules", "/no/such/dir"], "does not exist"),
-    (["--format", "yaml"], "yaml"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--threshold", "launch-bound.nope=1"], "has no threshold 'nope'"),
+        (["--threshold", "bad"], "RULE.NAME=VALUE"),
+        (["--select", "no-such-rule"], "unknown rule id or tag"),
+        (["--rules", "/no/such/dir"], "does not exist"),
+        (["--format", "yaml"], "yaml"),
+    ],
+)
 def test_bad_options_get_one_line(args, needle):
     one_error_line(run_cli("analyze", B1, *args), needle)
 
@@ -99,8 +119,9 @@ def test_db_keeps_a_queryable_store(tmp_path):
     r = run_cli("analyze", B1, "--db", str(db), "-q")
     assert r.returncode == 0, r.stderr
     import duckdb
+
     con = duckdb.connect(str(db), read_only=True)
-    assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 15808
+    assert con.execute("SELECT count(*) FROM kernels").fetchall() == [(15808,)]
     one_error_line(run_cli("analyze", B1, "--db", str(db)), "already exists")
 
 
@@ -204,6 +225,7 @@ def test_truncated_parquet_export(tmp_path):
 
 def test_truncated_xz(tmp_path):
     import lzma
+
     p = tmp_path / "run.sqlite.xz"
     p.write_bytes(lzma.compress(sample("decode_b1_graphs").read_bytes())[:5000])
     one_error_line(run_cli("analyze", str(p)), "could not be decompressed")
@@ -211,6 +233,7 @@ def test_truncated_xz(tmp_path):
 
 def test_compressed_export_is_analysed(tmp_path):
     import gzip
+
     p = tmp_path / "run.sqlite.gz"
     p.write_bytes(gzip.compress(sample("decode_b1_graphs").read_bytes()))
     r = run_cli("analyze", str(p), "--format", "json")
@@ -224,8 +247,10 @@ def test_samples_are_never_modified():
     before = {p: sha256(p) for p in paths}
     for n in ("decode_b1", "decode_b512", "decode_b1_graphs"):
         assert run_cli("analyze", str(sample(n)), "-q").returncode == 0
-        assert run_cli("analyze", str(sample(n, ".nsys-rep")), "-q",
-                       env={"PATH": "/nonexistent", "NSYS": ""}).returncode == 0
+        assert (
+            run_cli("analyze", str(sample(n, ".nsys-rep")), "-q", env={"PATH": "/nonexistent", "NSYS": ""}).returncode
+            == 0
+        )
     assert {p: sha256(p) for p in paths} == before
 
 

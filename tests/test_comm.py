@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from conftest import CORPUS, SAMPLES, requires_corpus, unxz
 
+from conftest import CORPUS, SAMPLES, requires_corpus, unxz
 from nsight_doctor import analyze
 
 
@@ -24,13 +24,21 @@ def tp(tmp_path_factory):
 def nccl(path, device):
     """Durations of the NCCL kernels of one GPU, in launch order."""
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    return [r[0] for r in con.execute("""SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    return [
+        r[0]
+        for r in con.execute(
+            """SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
         JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'ncclDevKernel%' AND k.deviceId = ?
-        ORDER BY k.start""", (device,))]
+        ORDER BY k.start""",
+            (device,),
+        )
+    ]
 
 
 def finding(d, rule, device=None):
-    return next(f for f in d.findings if f.rule_id == rule and (device is None or f.evidence.get("device_id") == device))
+    return next(
+        f for f in d.findings if f.rule_id == rule and (device is None or f.evidence.get("device_id") == device)
+    )
 
 
 def test_exposed_transfer_and_waits_match_sql(tp):

@@ -8,8 +8,8 @@ Skipped with a reason when the corpus folder is absent (e.g. on a user's machine
 from __future__ import annotations
 
 import pytest
-from conftest import CORPUS, requires_corpus, requires_nsys, run_cli, sha256
 
+from conftest import CORPUS, requires_corpus, requires_nsys, run_cli, sha256
 from nsight_doctor import analyze
 from nsight_doctor.errors import ReportVersionError
 from nsight_doctor.ingest.detect import detect
@@ -82,9 +82,12 @@ def test_gpu_metrics_of_a_2022_4_export_are_read_from_generic_events():
     assert metrics["sm_active"]["metric"] == "SM Active"
     assert metrics["dram_read"]["metric"] == "DRAM Read Throughput"
     import sqlite3
+
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     n = con.execute("SELECT count(*) FROM GENERIC_EVENTS").fetchone()[0]
-    avg = con.execute("SELECT avg(CAST(json_extract(data, '$.\"SM Active\"') AS REAL)) FROM GENERIC_EVENTS").fetchone()[0]
+    avg = con.execute("SELECT avg(CAST(json_extract(data, '$.\"SM Active\"') AS REAL)) FROM GENERIC_EVENTS").fetchone()[
+        0
+    ]
     assert metrics["sm_active"]["samples"] == n
     assert metrics["sm_active"]["avg"] == pytest.approx(avg)
     # The samples show SMs busy while this process's 4 kernels were not: the busy-time

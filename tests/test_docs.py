@@ -8,8 +8,8 @@ import re
 
 import jsonschema
 import pytest
-from conftest import REPO, run_cli, sample
 
+from conftest import REPO, run_cli, sample
 from nsight_doctor import docgen, store
 from nsight_doctor.model import TAGS
 

@@ -8,8 +8,8 @@ import json
 import shutil
 
 import pytest
-from conftest import CORPUS, SAMPLES, requires_corpus, run_cli, sample, sha256, unxz
 
+from conftest import CORPUS, SAMPLES, requires_corpus, run_cli, sample, sha256, unxz
 from nsight_doctor import analyze, store
 
 NCU = SAMPLES / "ncu"
@@ -20,13 +20,16 @@ SDPA = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x12
 def unpacked(tmp_path_factory):
     """The xz-compressed samples, unpacked once for ncu_report."""
     d = tmp_path_factory.mktemp("ncu")
-    return {name: unxz(NCU / f"{name}.ncu-rep.xz", d)
-            for name in ("ncu_decode_b1_full", "ncu_decode_b512_full", "ncu_decode_b1_basic")}
+    return {
+        name: unxz(NCU / f"{name}.ncu-rep.xz", d)
+        for name in ("ncu_decode_b1_full", "ncu_decode_b512_full", "ncu_decode_b1_basic")
+    }
 
 
 def direct(path, index: int, metric: str):
     """A metric of one kernel, read with ncu_report itself."""
     import ncu_report
+
     action = ncu_report.load_report(str(path))[0][index]
     m = action.metric_by_name(metric)
     return None if m is None else m.value()
@@ -66,8 +69,11 @@ def test_curated_view_matches_ncu_report(unpacked):
         assert sdpa[col] == pytest.approx(direct(path, i, metric)), col
     read = direct(path, i, "dram__bytes_read.sum") + direct(path, i, "dram__bytes_write.sum")
     assert sdpa["dram_bytes"] == pytest.approx(read)
-    peak = direct(path, i, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained") * 2 \
+    peak = (
+        direct(path, i, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")
+        * 2
         * direct(path, i, "sm__cycles_elapsed.avg.per_second")
+    )
     assert sdpa["peak_fp32_flops_per_s"] == pytest.approx(peak)
     assert (sdpa["grid_x"], sdpa["grid_y"], sdpa["grid_z"], sdpa["block_x"]) == (1, 16, 512, 128)
     assert sdpa["device_name"] == "NVIDIA H200" and sdpa["sm_count"] == 132
@@ -105,9 +111,13 @@ def test_one_ranking_across_nsys_and_ncu():
     assert ids[0] == "launch-bound" and ids[1] == "attention-kv-bound"
     f = d.findings[1]
     import sqlite3
+
     con = sqlite3.connect(f"file:{sample('decode_b512')}?mode=ro&immutable=1", uri=True)
-    total = con.execute("""SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
-        JOIN StringIds s ON s.id = k.shortName WHERE s.value = ? AND gridY = 16 AND gridZ = 512""", (SDPA,)).fetchone()[0]
+    total = con.execute(
+        """SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN StringIds s ON s.id = k.shortName WHERE s.value = ? AND gridY = 16 AND gridZ = 512""",
+        (SDPA,),
+    ).fetchone()[0]
     assert f.evidence["weight_ns"] == total and f.evidence["time_basis"] == "nsys"
     assert f.evidence["ncu_rules"] == "MemoryCacheAccessPattern"
     assert f.impact_ns == pytest.approx(total * f.evidence["ncu_speedup_pct"] / 100, abs=1)

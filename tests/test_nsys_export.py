@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import requires_nsys, run_cli, sample, sha256
 
 IMPORTER = "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter"
@@ -22,8 +23,21 @@ def cpu_report(tmp_path_factory):
     if not shutil.which("nsys"):
         pytest.skip("nsys is not installed (Debian package nsight-systems)")
     d = tmp_path_factory.mktemp("capture")
-    cmd = ["nsys", "profile", "-t", "osrt", "--sample=none", "--cpuctxsw=none", "-f", "true",
-           "-o", str(d / "cpu_only"), sys.executable, "-c", "import time\nfor _ in range(20): time.sleep(0.005)"]
+    cmd = [
+        "nsys",
+        "profile",
+        "-t",
+        "osrt",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "-f",
+        "true",
+        "-o",
+        str(d / "cpu_only"),
+        sys.executable,
+        "-c",
+        "import time\nfor _ in range(20): time.sleep(0.005)",
+    ]
     subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=d)
     rep = d / "cpu_only.nsys-rep"
     qdstrm = d / "cpu_only.qdstrm"

@@ -9,8 +9,8 @@ import shutil
 import sqlite3
 
 import pytest
-from conftest import CORPUS, requires_corpus, run_cli, sha256
 
+from conftest import CORPUS, requires_corpus, run_cli, sha256
 from nsight_doctor import analyze
 from nsight_doctor.ingest.detect import detect
 
@@ -85,8 +85,11 @@ def test_truncated_nvprof_database(tmp_path):
     assert r.returncode == 2 and "truncated" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.nvvp")) + sorted(CORPUS.glob("*/*.prof")) if CORPUS.is_dir() else [],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path",
+    sorted(CORPUS.glob("*/*.nvvp")) + sorted(CORPUS.glob("*/*.prof")) if CORPUS.is_dir() else [],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_every_corpus_nvprof_file_analyses(path):
     d = analyze([path])
     assert d.inputs[0]["kind"] == "nvprof"

@@ -15,14 +15,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, sample
 
+from conftest import REPO, run_cli, sample
 from nsight_doctor import analyze
 from nsight_doctor.render import render
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 REL = "samples/decode_b1/decode_b1.sqlite"
-HOSTILE = '<img src=x onerror=alert(1)>|](javascript:alert(1))`**bold**`\x1b[31m'
+HOSTILE = "<img src=x onerror=alert(1)>|](javascript:alert(1))`**bold**`\x1b[31m"
 
 
 def check_snapshot(name: str, text: str) -> None:
@@ -44,7 +44,11 @@ def test_snapshot(fmt, ext):
 
 def close(a, b) -> bool:
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        return (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        )
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -59,8 +63,9 @@ def test_json_snapshot():
     if os.environ.get("UPDATE_SNAPSHOTS") or not path.exists():
         check_snapshot("decode_b1.json", r.stdout)
         return
-    assert close(json.loads(r.stdout), json.loads(path.read_text())), \
+    assert close(json.loads(r.stdout), json.loads(path.read_text())), (
         "decode_b1.json changed; if intended, rerun with UPDATE_SNAPSHOTS=1"
+    )
 
 
 @pytest.fixture(scope="module")

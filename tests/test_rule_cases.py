@@ -14,6 +14,7 @@ RULES, _ = load_rules()
 
 def cases():
     for rule in RULES:
+        assert rule.test_path is not None
         data = load_cases(rule.test_path)
         for case in data["cases"]:
             yield pytest.param(rule, case, id=f"{rule.id}::{case['name']}")

@@ -39,14 +39,17 @@ def test_user_rule_loads_and_missing_test_file_is_a_warning(tmp_path):
     assert any("no test file" in w for w in warnings)
 
 
-@pytest.mark.parametrize("change,message", [
-    (("severity: low", "severity: urgent"), "severity"),
-    (("tags: [launch-bound]", "tags: [speed]"), "tags"),
-    (("query: SELECT", "query: DELETE FROM kernels; SELECT"), "exactly one SELECT"),
-    (("$min_n", "$other"), "not a threshold"),
-    (("id: my-rule", "id: My_Rule"), "id"),
-    (("impact: Zero, this is a test rule.\n", ""), "impact"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (("severity: low", "severity: urgent"), "severity"),
+        (("tags: [launch-bound]", "tags: [speed]"), "tags"),
+        (("query: SELECT", "query: DELETE FROM kernels; SELECT"), "exactly one SELECT"),
+        (("$min_n", "$other"), "not a threshold"),
+        (("id: my-rule", "id: My_Rule"), "id"),
+        (("impact: Zero, this is a test rule.\n", ""), "impact"),
+    ],
+)
 def test_invalid_rules_are_rejected(tmp_path, change, message):
     write(tmp_path, "my-rule.yaml", GOOD.replace(*change))
     with pytest.raises(RuleError, match=message):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from conftest import sample
 
+from conftest import sample
 from nsight_doctor import store
 from nsight_doctor.errors import InputError
 
@@ -23,7 +23,7 @@ def test_rules_connection_is_read_only_and_closed_to_files():
         with pytest.raises(duckdb.Error):
             con.execute("SET enable_external_access = true")
         # DuckDB's progress bar would write to stdout and corrupt JSON output.
-        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
+        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
     finally:
         built.close()
     assert not built.path.exists()

@@ -7,15 +7,14 @@ import dataclasses
 import re
 
 import pytest
-from conftest import sample
 
+from conftest import sample
 from nsight_doctor import sections, store
 from nsight_doctor.sections import Section
 
 
 def section_classes() -> list[type[Section]]:
-    return [c for c in vars(sections).values()
-            if isinstance(c, type) and issubclass(c, Section) and c is not Section]
+    return [c for c in vars(sections).values() if isinstance(c, type) and issubclass(c, Section) and c is not Section]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +30,7 @@ def con():
 def test_section_fields_are_its_view_columns(con, cls):
     sql = store.view_sql(cls.VIEW)
     macro = re.search(rf"CREATE MACRO {cls.VIEW}\((.*?)\) AS TABLE", sql)
-    target = (f"SELECT * FROM {cls.VIEW}({', '.join('NULL' for _ in macro.group(1).split(','))})"
-              if macro else cls.VIEW)
+    target = f"SELECT * FROM {cls.VIEW}({', '.join('NULL' for _ in macro.group(1).split(','))})" if macro else cls.VIEW
     columns = [r[0] for r in con.execute(f"DESCRIBE {target}").fetchall()]
     assert cls.columns() == columns
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import CORPUS, SAMPLES, unxz
 
+from conftest import CORPUS, SAMPLES, unxz
 from nsight_doctor.ingest.demangle import demangle, short_name
 from nsight_doctor.store import taxonomy
 from nsight_doctor.store.taxonomy import (
@@ -89,18 +89,17 @@ def sql_classify(kernels: list[Kernel]) -> list[str]:
     con = duckdb.connect()
     try:
         con.execute("CREATE TABLE k (i INTEGER, name VARCHAR, demangled VARCHAR)")
-        con.executemany("INSERT INTO k VALUES (?, ?, ?)",
-                        [(i, n, d) for i, (n, d) in enumerate(kernels)])
-        return [c for _, c in con.execute(
-            f"SELECT i, {case_sql('name', 'demangled')} FROM k ORDER BY i").fetchall()]
+        con.executemany("INSERT INTO k VALUES (?, ?, ?)", [(i, n, d) for i, (n, d) in enumerate(kernels)])
+        return [c for _, c in con.execute(f"SELECT i, {case_sql('name', 'demangled')} FROM k ORDER BY i").fetchall()]
     finally:
         con.close()
 
 
 def assert_sql_agrees(kernels: list[Kernel]) -> None:
     kernels = sorted(set(kernels), key=repr)
-    differ = [(k, py, sql) for k, py, sql in
-              zip(kernels, [classify(*k) for k in kernels], sql_classify(kernels)) if py != sql]
+    differ = [
+        (k, py, sql) for k, py, sql in zip(kernels, [classify(*k) for k in kernels], sql_classify(kernels)) if py != sql
+    ]
     assert not differ, f"Python and DuckDB disagree on {len(differ)}: {differ[:5]}"
 
 
@@ -119,42 +118,61 @@ def corpus_times() -> dict[str, Counter]:
 
 # ---- (a) examples classify to their own category; SQL agrees with Python -------------------
 
+
 def test_every_example_classifies_to_its_rule_category():
-    wrong = [(r.category, classify(*as_kernel(ex)), ex[:100])
-             for r in load_rules() for ex in r.examples if classify(*as_kernel(ex)) != r.category]
-    assert not wrong, "examples in the wrong category (expected, got, example):\n" + \
-        "\n".join(map(str, wrong))
+    wrong = [
+        (r.category, classify(*as_kernel(ex)), ex[:100])
+        for r in load_rules()
+        for ex in r.examples
+        if classify(*as_kernel(ex)) != r.category
+    ]
+    assert not wrong, "examples in the wrong category (expected, got, example):\n" + "\n".join(map(str, wrong))
 
 
-@pytest.mark.parametrize("name, demangled, expected", [
-    # Template noise must not decide: random init is not norm; add/mul are elementwise.
-    ("distribution_elementwise_grid_stride_kernel",
-     ("void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<float, (int)4, "
-      "void at::native::templates::cuda::normal_kernel<at::CUDAGeneratorImpl *>>(long)"),
-     "elementwise"),
-    ("vectorized_elementwise_kernel",
-     ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add"
-      "<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)"),
-     "elementwise"),
-    # The generic short name hides what the demangled name tells.
-    ("vectorized_elementwise_kernel",
-     ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::<unnamed>::silu_kernel"
-      "(at::TensorIteratorBase &)>(int, T2, T3)"),
-     "activation"),
-    # Without a demangled name, demangled rules read the short name.
-    ("vectorized_elementwise_kernel", None, "elementwise"),
-    ("vectorized_elementwise_kernel", "", "elementwise"),
-    # Order: NCCL says "Reduce", reshape_and_cache_flash says "flash", cuDNN convs say "relu".
-    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", None, "communication"),
-    ("reshape_and_cache_flash_kernel", None, "kv-cache"),
-    ("volta_scudnn_128x64_relu_interior_nn_v1", None, "gemm"),
-    ("splitKreduce_kernel", None, "gemm"),
-    ("paged_attention_v2_reduce_kernel", None, "attention"),
-    ("softmax_warp_forward", None, "reduction"),
-    ("busy_kernel", None, OTHER),
-    (None, None, OTHER),
-    ("", "", OTHER),
-])
+@pytest.mark.parametrize(
+    "name, demangled, expected",
+    [
+        # Template noise must not decide: random init is not norm; add/mul are elementwise.
+        (
+            "distribution_elementwise_grid_stride_kernel",
+            (
+                "void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<float, (int)4, "
+                "void at::native::templates::cuda::normal_kernel<at::CUDAGeneratorImpl *>>(long)"
+            ),
+            "elementwise",
+        ),
+        (
+            "vectorized_elementwise_kernel",
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add"
+                "<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)"
+            ),
+            "elementwise",
+        ),
+        # The generic short name hides what the demangled name tells.
+        (
+            "vectorized_elementwise_kernel",
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)8, at::native::<unnamed>::silu_kernel"
+                "(at::TensorIteratorBase &)>(int, T2, T3)"
+            ),
+            "activation",
+        ),
+        # Without a demangled name, demangled rules read the short name.
+        ("vectorized_elementwise_kernel", None, "elementwise"),
+        ("vectorized_elementwise_kernel", "", "elementwise"),
+        # Order: NCCL says "Reduce", reshape_and_cache_flash says "flash", cuDNN convs say "relu".
+        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", None, "communication"),
+        ("reshape_and_cache_flash_kernel", None, "kv-cache"),
+        ("volta_scudnn_128x64_relu_interior_nn_v1", None, "gemm"),
+        ("splitKreduce_kernel", None, "gemm"),
+        ("paged_attention_v2_reduce_kernel", None, "attention"),
+        ("softmax_warp_forward", None, "reduction"),
+        ("busy_kernel", None, OTHER),
+        (None, None, OTHER),
+        ("", "", OTHER),
+    ],
+)
 def test_pitfalls(name, demangled, expected):
     assert classify(name, demangled) == expected
     assert sql_classify([(name, demangled)]) == [expected]
@@ -178,12 +196,12 @@ def test_sql_agrees_with_python_on_corpus(corpus_times):
 
 # ---- (b) real profiles: little time is `other` ---------------------------------------------
 
+
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_kernel_time_is_classified(path, sample_times):
     share, total, others = other_share(sample_times[path.name])
     assert total > 0, f"{path.name}: no kernel time"
-    assert share < SAMPLE_OTHER_MAX, \
-        f"{path.name}: {share:.1%} of kernel time is 'other': {others.most_common(5)}"
+    assert share < SAMPLE_OTHER_MAX, f"{path.name}: {share:.1%} of kernel time is 'other': {others.most_common(5)}"
 
 
 @requires_corpus
@@ -196,8 +214,7 @@ def test_corpus_kernel_time_is_mostly_classified(corpus_times):
     for _, _, others in per_file.values():
         names.update(others)
     report = "\n".join(f"  {f}: {s:.0%} of {ns / 1e6:.1f} ms" for f, (s, ns, _) in worst)
-    report += "\n  top names: " + ", ".join(
-        f"{n} {ns / total:.2%}" for n, ns in names.most_common(8))
+    report += "\n  top names: " + ", ".join(f"{n} {ns / total:.2%}" for n, ns in names.most_common(8))
     share = other_ns / total
     print(f"\ncorpus: {share:.2%} of {total / 1e6:.0f} ms kernel time is 'other'\n{report}")
     assert len(corpus_times) >= 10
@@ -205,6 +222,7 @@ def test_corpus_kernel_time_is_mostly_classified(corpus_times):
 
 
 # ---- (c) the rule file itself ----------------------------------------------------------------
+
 
 def test_categories_are_exactly_the_documented_ids():
     assert list(categories()) == list(CATEGORY_IDS)
@@ -214,8 +232,9 @@ def test_categories_are_exactly_the_documented_ids():
 def test_every_rule_pattern_matches_one_of_its_own_examples():
     for rule in load_rules():
         assert rule.examples, f"rule {rule.category} /{rule.pattern}/ has no examples"
-        assert any(rule.regex.search(rule.text(*as_kernel(ex))) for ex in rule.examples), \
+        assert any(rule.regex.search(rule.text(*as_kernel(ex))) for ex in rule.examples), (
             f"rule {rule.category} /{rule.pattern}/ matches none of its examples"
+        )
 
 
 def test_every_category_has_a_rule_with_examples():
@@ -224,11 +243,14 @@ def test_every_category_has_a_rule_with_examples():
     assert not missing, f"no rule with examples for {sorted(missing)}"
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"category": "indexing", "pattern": "index", "match": "name"}, "declared"),
-    ({"category": "gemm", "pattern": "gemm", "match": "mangled"}, "match must be"),
-    ({"category": "gemm", "pattern": "(?!flash)gemm", "match": "name"}, "RE2"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"category": "indexing", "pattern": "index", "match": "name"}, "declared"),
+        ({"category": "gemm", "pattern": "gemm", "match": "mangled"}, "match must be"),
+        ({"category": "gemm", "pattern": "(?!flash)gemm", "match": "name"}, "RE2"),
+    ],
+)
 def test_invalid_rules_are_rejected(monkeypatch, bad, message):
     good = taxonomy._load_yaml()
     monkeypatch.setattr(taxonomy, "_load_yaml", lambda: {**good, "rules": [*good["rules"], bad]})

@@ -9,6 +9,6 @@ The library API is one call; the command line is a thin layer over it:
 
 __version__ = "0.1.0"
 
-from nsight_doctor.engine import AnalyzeOptions, analyze  # noqa: E402
+from nsight_doctor.engine import AnalyzeOptions, analyze
 
-__all__ = ["AnalyzeOptions", "analyze", "__version__"]
+__all__ = ["AnalyzeOptions", "__version__", "analyze"]

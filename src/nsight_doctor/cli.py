@@ -36,7 +36,8 @@ class DoctorGroup(click.Group):
             sys.exit(EXIT_ERROR)
         except click.ClickException as e:
             msg = e.format_message().replace("\n", " ")
-            hint = f" (see: {e.ctx.command_path} --help)" if getattr(e, "ctx", None) else ""
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see: {ctx.command_path} --help)" if ctx else ""
             click.echo(f"nsight-doctor: error: {msg}{hint}", err=True)
             sys.exit(EXIT_ERROR)
         except DoctorError as e:
@@ -45,11 +46,14 @@ class DoctorGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("nsight-doctor: interrupted", err=True)
             sys.exit(EXIT_ERROR)
-        except Exception as e:  # noqa: BLE001 - the promise is: never a traceback
+        except Exception as e:
             if os.environ.get("NSIGHT_DOCTOR_DEBUG"):
                 traceback.print_exc()
-            click.echo(f"nsight-doctor: internal error: {type(e).__name__}: {one_line(str(e))} "
-                       "(set NSIGHT_DOCTOR_DEBUG=1 for a traceback, and please report it)", err=True)
+            click.echo(
+                f"nsight-doctor: internal error: {type(e).__name__}: {one_line(str(e))} "
+                "(set NSIGHT_DOCTOR_DEBUG=1 for a traceback, and please report it)",
+                err=True,
+            )
             sys.exit(EXIT_ERROR)
         sys.exit(rv or 0)
 
@@ -59,8 +63,9 @@ def one_line(s: str) -> str:
 
 
 def rules_option(f):
-    return click.option("--rules", "rules_dirs", multiple=True, metavar="DIR",
-                        help="Also load the rules in DIR (repeatable).")(f)
+    return click.option(
+        "--rules", "rules_dirs", multiple=True, metavar="DIR", help="Also load the rules in DIR (repeatable)."
+    )(f)
 
 
 def split_list(values: tuple[str, ...]) -> list[str]:
@@ -100,26 +105,56 @@ def main():
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 @rules_option
-@click.option("--select", multiple=True, metavar="IDS",
-              help="Run only these rules (ids or tags, comma-separated; repeatable).")
+@click.option(
+    "--select", multiple=True, metavar="IDS", help="Run only these rules (ids or tags, comma-separated; repeatable)."
+)
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or tags).")
-@click.option("--threshold", "thresholds", multiple=True, metavar="RULE.NAME=VALUE",
-              help="Override a rule threshold, e.g. launch-bound.min_launch_idle_pct=20.")
-@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
-              help="Exit with code 1 when a finding has this severity or a higher one.")
-@click.option("--db", type=click.Path(dir_okay=False), default=None,
-              help="Keep the DuckDB store in this new file, for your own SQL.")
-@click.option("--nsys", "nsys_path", metavar="PATH", default=None,
-              help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).")
-@click.option("--gaps", "largest_gaps", type=click.IntRange(0, 1000), default=10, show_default=True,
-              help="How many of the largest idle gaps to report.")
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="RULE.NAME=VALUE",
+    help="Override a rule threshold, e.g. launch-bound.min_launch_idle_pct=20.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(SEVERITIES),
+    default=None,
+    help="Exit with code 1 when a finding has this severity or a higher one.",
+)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Keep the DuckDB store in this new file, for your own SQL.",
+)
+@click.option(
+    "--nsys",
+    "nsys_path",
+    metavar="PATH",
+    default=None,
+    help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).",
+)
+@click.option(
+    "--gaps",
+    "largest_gaps",
+    type=click.IntRange(0, 1000),
+    default=10,
+    show_default=True,
+    help="How many of the largest idle gaps to report.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path,
-            largest_gaps, verbose, quiet):
+def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path, largest_gaps, verbose, quiet):
     """Diagnose a profile: a ranked list of findings with evidence and fixes.
 
     PROFILE is an Nsight Systems report (.nsys-rep, .qdrep), its SQLite export or a Parquet
@@ -147,9 +182,15 @@ def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, ns
         overrides[key.strip()] = value.strip()
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
     opts = AnalyzeOptions(
-        rules_dirs=rules_dirs, select=split_list(select), ignore=split_list(ignore),
-        thresholds=overrides, db=db, nsys=nsys_path, largest_gaps=largest_gaps,
-        command="nsight-doctor " + shlex.join(sys.argv[1:]), progress=progress,
+        rules_dirs=rules_dirs,
+        select=split_list(select),
+        ignore=split_list(ignore),
+        thresholds=overrides,
+        db=db,
+        nsys=nsys_path,
+        largest_gaps=largest_gaps,
+        command="nsight-doctor " + shlex.join(sys.argv[1:]),
+        progress=progress,
     )
     try:
         diagnosis = run_analysis(inputs, opts)
@@ -184,11 +225,22 @@ def rules_list(rules_dirs, fmt):
 
     all_rules, warnings = load_rules(rules_dirs)
     if fmt == "json":
-        click.echo(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity, "tags": r.tags,
-                                "requires": r.requires,
-                                "thresholds": {n: {"default": t.default, "doc": t.doc}
-                                               for n, t in r.thresholds.items()}}
-                               for r in all_rules], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "name": r.name,
+                        "severity": r.severity,
+                        "tags": r.tags,
+                        "requires": r.requires,
+                        "thresholds": {n: {"default": t.default, "doc": t.doc} for n, t in r.thresholds.items()},
+                    }
+                    for r in all_rules
+                ],
+                indent=2,
+            )
+        )
         return 0
     width = max(len(r.id) for r in all_rules)
     for r in all_rules:
@@ -232,7 +284,7 @@ def rules_test(rule_ids, rules_dirs):
     from nsight_doctor.rule_tests import run_file
     from nsight_doctor.rules import load_rules
 
-    all_rules, warnings = load_rules(rules_dirs)
+    all_rules, _ = load_rules(rules_dirs)
     chosen = [r for r in all_rules if not rule_ids or r.id in rule_ids]
     failed = 0
     for rule in chosen:

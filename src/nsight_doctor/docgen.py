@@ -33,12 +33,27 @@ def rule_page(rule: Rule) -> str:
         f"Severity: **{rule.severity}** · Tags: {', '.join(f'`{t}`' for t in rule.tags)}"
         + (f" · Needs: {', '.join(f'`{v}`' for v in rule.requires)}" if rule.requires else ""),
         "",
-        "## What it detects", "", e["what"].strip(), "",
-        "## Why it matters", "", e["why"].strip(), "",
-        "## Evidence", "", e["evidence"].strip(), "",
-        "## What to do", "", e["action"].strip(), "",
+        "## What it detects",
+        "",
+        e["what"].strip(),
+        "",
+        "## Why it matters",
+        "",
+        e["why"].strip(),
+        "",
+        "## Evidence",
+        "",
+        e["evidence"].strip(),
+        "",
+        "## What to do",
+        "",
+        e["action"].strip(),
+        "",
         *recommendation_lines(rule),
-        "## Estimated impact", "", rule.impact.strip(), "",
+        "## Estimated impact",
+        "",
+        rule.impact.strip(),
+        "",
     ]
     if rule.thresholds:
         out += ["## Thresholds", "", "| Name | Default | Meaning |", "|---|---|---|"]
@@ -59,17 +74,28 @@ def recommendation_lines(rule: Rule) -> list[str]:
     """The finding's recommendation, with its placeholders named; none when the whole
     recommendation is chosen from the evidence (the query's CASE says which)."""
     text = " ".join(rule.recommendation.split())
-    if PLACEHOLDER.fullmatch(text):
-        return ["The finding's recommendation is chosen by the query from the evidence "
-                f"(its `{PLACEHOLDER.fullmatch(text).group(1)}` column: see the query below).", ""]
+    whole = PLACEHOLDER.fullmatch(text)
+    if whole:
+        return [
+            "The finding's recommendation is chosen by the query from the evidence "
+            f"(its `{whole.group(1)}` column: see the query below).",
+            "",
+        ]
     return ["The finding's recommendation:", "", "> " + PLACEHOLDER.sub(r"<\1>", text), ""]
 
 
 def index_page(rules: list[Rule]) -> str:
-    out = [GENERATED.format(source="rules/*.yaml"), "", "# Rules", "",
-           "Each rule is a YAML file in `rules/` with its test cases beside it. "
-           "`nsight-doctor rules explain ID` prints the same text as these pages.", "",
-           "| Rule | Severity | Tags | What it detects |", "|---|---|---|---|"]
+    out = [
+        GENERATED.format(source="rules/*.yaml"),
+        "",
+        "# Rules",
+        "",
+        "Each rule is a YAML file in `rules/` with its test cases beside it. "
+        "`nsight-doctor rules explain ID` prints the same text as these pages.",
+        "",
+        "| Rule | Severity | Tags | What it detects |",
+        "|---|---|---|---|",
+    ]
     for r in rules:
         what = " ".join(r.explanation["what"].split())
         out.append(f"| [{r.id}]({r.id}.md) | {r.severity} | {', '.join(r.tags)} | {what} |")
@@ -119,7 +145,7 @@ def view_docs() -> list[tuple[str, str, list[tuple[str, str]]]]:
         desc = m.group(1) if m else first
         cols: list[tuple[str, str]] = []
         raw = [ln for ln in view_sql(name).splitlines() if ln.startswith("--")]
-        body = raw[len(paragraphs[0].splitlines()) + 1:]
+        body = raw[len(paragraphs[0].splitlines()) + 1 :]
         for line in body:
             text = line[3:] if line.startswith("-- ") else line[2:]
             m = re.match(r"([a-z_][a-z0-9_]*): (.*)", text)
@@ -132,12 +158,17 @@ def view_docs() -> list[tuple[str, str, list[tuple[str, str]]]]:
 
 
 def schema_page() -> str:
-    out = [GENERATED.format(source="src/nsight_doctor/store/views/*.sql"), "",
-           "# The store: documented views", "",
-           "`nsight-doctor analyze --db FILE` keeps the DuckDB database it builds, so these views "
-           "can be queried directly (`duckdb FILE`). Rules read only these views. Times are in "
-           "nanoseconds from the start of the capture; names are resolved from the export's "
-           "string table.", ""]
+    out = [
+        GENERATED.format(source="src/nsight_doctor/store/views/*.sql"),
+        "",
+        "# The store: documented views",
+        "",
+        "`nsight-doctor analyze --db FILE` keeps the DuckDB database it builds, so these views "
+        "can be queried directly (`duckdb FILE`). Rules read only these views. Times are in "
+        "nanoseconds from the start of the capture; names are resolved from the export's "
+        "string table.",
+        "",
+    ]
     for name, desc, cols in view_docs():
         out += [f"## `{name}`", "", desc, "", "| Column | Meaning |", "|---|---|"]
         out += [f"| `{c}` | {d} |" for c, d in cols]
@@ -146,10 +177,17 @@ def schema_page() -> str:
 
 
 def tags_page() -> str:
-    out = [GENERATED.format(source="src/nsight_doctor/model.py (TAGS)"), "", "# Tags", "",
-           "Every rule carries one or more tags from this fixed vocabulary; `--select` and `--ignore`",
-           "accept tags as well as rule ids. Rule files with any other tag are rejected when they load.",
-           "", "| Tag | Meaning |", "|---|---|"]
+    out = [
+        GENERATED.format(source="src/nsight_doctor/model.py (TAGS)"),
+        "",
+        "# Tags",
+        "",
+        "Every rule carries one or more tags from this fixed vocabulary; `--select` and `--ignore`",
+        "accept tags as well as rule ids. Rule files with any other tag are rejected when they load.",
+        "",
+        "| Tag | Meaning |",
+        "|---|---|",
+    ]
     out += [f"| `{tag}` | {meaning} |" for tag, meaning in TAGS.items()]
     return "\n".join(out) + "\n"
 
@@ -185,7 +223,8 @@ otherwise; `_pct` values are percentages (0-100).
 |---|---|
 | `path` | the path as given |
 | `kind` | `nsys-rep`, `nsys-sqlite`, `nsys-parquet`, `ncu-rep`, `nvprof` |
-| `producer`, `producer_version` | the tool and version that wrote the file: for a report, the nsys (or ncu) that captured it; for an export, the nsys that exported it |
+| `producer`, `producer_version` | the tool and version that wrote the file: for a report, the nsys (or ncu) \
+that captured it; for an export, the nsys that exported it |
 | `export_path` | for a report, the export that was read (beside it, or in the cache) |
 | `export_schema_version` | `EXPORT_SCHEMA_VERSION` of the export (3.0.0 is nsys 2022.4, 3.20.3 is 2025.3) |
 
@@ -220,7 +259,7 @@ def type_args(tp: Any) -> list[Any]:
     return [tp, *[x for a in typing.get_args(tp) for x in type_args(a)]]
 
 
-def section_table(cls: type, docs: dict[str, dict[str, str]], heading: str) -> list[str]:
+def section_table(cls: Any, docs: dict[str, dict[str, str]], heading: str) -> list[str]:
     """A Markdown table of a section's JSON fields, then one for each child section."""
     from nsight_doctor.sections import Section
 
@@ -235,8 +274,13 @@ def section_table(cls: type, docs: dict[str, dict[str, str]], heading: str) -> l
             continue
         doc = f.metadata.get("doc") or docs.get(cls.VIEW, {}).get(f.name, "")
         if sub is not None:
-            shape = ("a list of objects" if "list[" in str(tp) else
-                     "an object of objects" if "dict[" in str(tp) else "an object")
+            shape = (
+                "a list of objects"
+                if "list[" in str(tp)
+                else "an object of objects"
+                if "dict[" in str(tp)
+                else "an object"
+            )
             doc = f"{doc}: {shape}, see below" if doc else f"{shape}, see below"
             children.append((f.name, sub))
         rows.append(f"| `{f.name}` | {doc} |")
@@ -250,8 +294,13 @@ def section_table(cls: type, docs: dict[str, dict[str, str]], heading: str) -> l
 def json_page() -> str:
     from nsight_doctor.sections import Summary
 
-    lines = [GENERATED.format(source="src/nsight_doctor/sections.py and the summary views"), "",
-             JSON_INTRO, *section_table(Summary, column_docs(), "summary"), JSON_OUTRO]
+    lines = [
+        GENERATED.format(source="src/nsight_doctor/sections.py and the summary views"),
+        "",
+        JSON_INTRO,
+        *section_table(Summary, column_docs(), "summary"),
+        JSON_OUTRO,
+    ]
     return "\n".join(lines)
 
 
@@ -267,8 +316,14 @@ def cli_page() -> str:
 
     from nsight_doctor.cli import main as cli
 
-    out = [GENERATED.format(source="the click commands in src/nsight_doctor/cli.py"), "",
-           "# Command-line reference", "", "Each command's `--help`, as printed by the tool.", ""]
+    out = [
+        GENERATED.format(source="the click commands in src/nsight_doctor/cli.py"),
+        "",
+        "# Command-line reference",
+        "",
+        "Each command's `--help`, as printed by the tool.",
+        "",
+    ]
 
     def walk(cmd: click.Command, path: list[str]) -> None:
         ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)

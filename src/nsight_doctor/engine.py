@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 from nsight_doctor import __version__, rules, store, summary
 from nsight_doctor.model import Diagnosis
@@ -72,8 +72,11 @@ def missing_data_notes(inputs, summ: Summary) -> list[str]:
     timeline = kinds & {"nsys-rep", "nsys-sqlite", "nsys-parquet", "nvprof"}
     notes = []
     if timeline and summ.capture.gpu_window_ns and not summ.nvtx:
-        src = "nvprof files carry no NVTX ranges that nsight-doctor reads" if kinds == {"nvprof"} or "nvprof" in kinds \
+        src = (
+            "nvprof files carry no NVTX ranges that nsight-doctor reads"
+            if kinds == {"nvprof"} or "nvprof" in kinds
             else "the capture has no NVTX ranges"
+        )
         notes.append(f"no GPU time per NVTX range: {src} (mark the steps of your loop with NVTX; docs/capture.md)")
     if "nvprof" in kinds:
         notes.append("nvprof does not sample GPU metrics: SM and DRAM activity over time are unavailable")

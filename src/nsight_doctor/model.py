@@ -6,9 +6,10 @@ Renderers import only this module: they turn a Diagnosis into text and never que
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from nsight_doctor.sections import Summary
 
@@ -154,7 +155,7 @@ class TemplateFormatter(string.Formatter):
         if spec == "bytes":
             return fmt_bytes(value)
         if spec == "int":
-            return f"{int(round(value)):,}"
+            return f"{round(value):,}"
         return super().format_field(value, spec)
 
 

@@ -50,8 +50,15 @@ STRING_COLUMNS = {
     "base_profiler_overhead": {"name": "name_id"},
 }
 DEFAULTS = {
-    "device_id": 0, "stream_id": 7, "context_id": 1, "grid_x": 1, "grid_y": 1, "grid_z": 1,
-    "block_x": 1, "block_y": 1, "block_z": 1,
+    "device_id": 0,
+    "stream_id": 7,
+    "context_id": 1,
+    "grid_x": 1,
+    "grid_y": 1,
+    "grid_z": 1,
+    "block_x": 1,
+    "block_y": 1,
+    "block_z": 1,
 }
 
 

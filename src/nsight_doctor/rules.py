@@ -11,16 +11,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import duckdb
 import jsonschema
 import yaml
 
-from nsight_doctor.db import first_line, plain
+from nsight_doctor.db import plain, scalar
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import SEVERITIES, TAGS, Finding, Rule, Skipped, Threshold, fill, severity_rank
 
@@ -72,19 +73,30 @@ def load_rule(path: Path) -> Rule:
     for sql_name, sql in [("query", data["query"]), *data.get("details", {}).items()]:
         check_select(path, sql_name, sql)
         # Details may also use $row_<column>: a value of the finding's own row.
-        allowed = thresholds.keys() | ({p for p in PARAM_RE.findall(sql) if p.startswith("row_")}
-                                       if sql_name != "query" else set())
+        allowed = thresholds.keys() | (
+            {p for p in PARAM_RE.findall(sql) if p.startswith("row_")} if sql_name != "query" else set()
+        )
         unknown = set(PARAM_RE.findall(sql)) - allowed
         if unknown:
             raise RuleError(f"{path}: {sql_name} uses ${', $'.join(sorted(unknown))}, which is not a threshold")
     test_path = path.with_name(f"{data['id']}.test.yaml")
     return Rule(
-        id=data["id"], name=data["name"], title=data["title"], severity=data["severity"],
-        tags=data["tags"], requires=data["requires"], thresholds=thresholds,
-        query=data["query"], message=data["message"], recommendation=data["recommendation"],
-        impact=data["impact"], explanation=data["explanation"],
-        references=data.get("references", []), details=data.get("details", {}),
-        path=path, test_path=test_path if test_path.exists() else None,
+        id=data["id"],
+        name=data["name"],
+        title=data["title"],
+        severity=data["severity"],
+        tags=data["tags"],
+        requires=data["requires"],
+        thresholds=thresholds,
+        query=data["query"],
+        message=data["message"],
+        recommendation=data["recommendation"],
+        impact=data["impact"],
+        explanation=data["explanation"],
+        references=data.get("references", []),
+        details=data.get("details", {}),
+        path=path,
+        test_path=test_path if test_path.exists() else None,
     )
 
 
@@ -153,9 +165,14 @@ def with_overrides(rules: list[Rule], overrides: dict[str, Any]) -> list[Rule]:
             known = ", ".join(rule.thresholds) or "none"
             raise RuleError(f"--threshold {key}: rule '{rule_id}' has no threshold '{name}' (it has: {known})")
         values.setdefault(rule_id, {})[name] = parse_value(raw, rule.thresholds[name].default, key)
-    return [dataclasses.replace(r, thresholds={
-        n: dataclasses.replace(t, value=values[r.id].get(n)) for n, t in r.thresholds.items()})
-        if r.id in values else r for r in rules]
+    return [
+        dataclasses.replace(
+            r, thresholds={n: dataclasses.replace(t, value=values[r.id].get(n)) for n, t in r.thresholds.items()}
+        )
+        if r.id in values
+        else r
+        for r in rules
+    ]
 
 
 def parse_value(raw: Any, default: Any, key: str) -> Any:
@@ -184,7 +201,7 @@ def params_for(sql: str, rule: Rule, extra: dict[str, Any] | None = None) -> dic
 
 def view_has_rows(con: duckdb.DuckDBPyConnection, view: str) -> bool:
     try:
-        return con.execute(f"SELECT EXISTS (SELECT 1 FROM {view})").fetchone()[0]
+        return bool(scalar(con, f"SELECT EXISTS (SELECT 1 FROM {view})"))
     except duckdb.Error as e:
         raise RuleError(f"required view '{view}' is not available: {str(e).splitlines()[0]}") from None
 
@@ -218,20 +235,21 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
         for name, sql in rule.details.items():
             evidence[name] = run_query(con, rule, name, sql, extra={f"row_{k}": v for k, v in row.items()})
         values = dict(row)
-        out.append(Finding(
-            rule_id=rule.id,
-            title=render_template(rule, rule.title, values),
-            severity=rule.severity,
-            tags=list(rule.tags),
-            impact_ns=int(round(impact or 0)),
-            message=render_template(rule, rule.message, values),
-            recommendation=render_template(rule, rule.recommendation, values).strip(),
-            evidence=evidence,
-            references=list(rule.references),
-            templates={"title": rule.title, "message": rule.message,
-                       "recommendation": rule.recommendation.strip()},
-            values=values,
-        ))
+        out.append(
+            Finding(
+                rule_id=rule.id,
+                title=render_template(rule, rule.title, values),
+                severity=rule.severity,
+                tags=list(rule.tags),
+                impact_ns=round(impact or 0),
+                message=render_template(rule, rule.message, values),
+                recommendation=render_template(rule, rule.recommendation, values).strip(),
+                evidence=evidence,
+                references=list(rule.references),
+                templates={"title": rule.title, "message": rule.message, "recommendation": rule.recommendation.strip()},
+                values=values,
+            )
+        )
     return out
 
 

@@ -308,9 +308,12 @@ class Summary:
     nvtx: list[Nvtx] = child("GPU time per NVTX range, top 20 (summary_nvtx)")
     gpu_metrics: dict[str, dict[str, MetricAverage]] | None = child(
         "only when sampled: per device id, per key (sm_active, sm_issue, tensor_active, dram_read, "
-        "dram_write), the metric's averages (summary_gpu_metrics)", None)
+        "dram_write), the metric's averages (summary_gpu_metrics)",
+        None,
+    )
     communication: list[Communication] | None = child(
-        "only when collective kernels ran: per GPU (summary_communication)", None)
+        "only when collective kernels ran: per GPU (summary_communication)", None
+    )
     ncu: Ncu | None = child("only with an Nsight Compute report (summary_ncu)", None)
 
     def to_json(self) -> dict[str, Any]:
@@ -366,6 +369,6 @@ def type_schema(tp: Any) -> dict[str, Any]:
         return {"type": "array", "items": type_schema(args[0])}
     if origin is dict:
         return {"type": "object", "additionalProperties": type_schema(args[1])}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return json_schema(tp)
     return {"type": {int: "integer", float: "number", str: "string", bool: "boolean"}[tp]}

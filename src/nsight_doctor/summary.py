@@ -11,9 +11,29 @@ import duckdb
 
 from nsight_doctor import db
 from nsight_doctor.sections import (
-    BlockingApi, Capture, Communication, Gap, GapCall, Gpu, Idle, IdleBucket, IdleCause, Kernels,
-    Launch, Memcpy, MemcpyDirection, MetricAverage, Memset, Ncu, NcuGroup, NcuReport, Nvtx, Section,
-    Summary, Sync, TopKernel,
+    BlockingApi,
+    Capture,
+    Communication,
+    Gap,
+    GapCall,
+    Gpu,
+    Idle,
+    IdleBucket,
+    IdleCause,
+    Kernels,
+    Launch,
+    Memcpy,
+    MemcpyDirection,
+    Memset,
+    MetricAverage,
+    Ncu,
+    NcuGroup,
+    NcuReport,
+    Nvtx,
+    Section,
+    Summary,
+    Sync,
+    TopKernel,
 )
 
 S = TypeVar("S", bound=Section)
@@ -40,8 +60,13 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary
         memset=fetch_one(con, Memset),
         sync=fetch_one(con, Sync, by_api=fetch(con, BlockingApi)),
         launch=fetch_one(con, Launch),
-        idle=fetch_one(con, Idle, by_cause=fetch(con, IdleCause), histogram=fetch(con, IdleBucket),
-                       largest=largest(con, largest_gaps)),
+        idle=fetch_one(
+            con,
+            Idle,
+            by_cause=fetch(con, IdleCause),
+            histogram=fetch(con, IdleBucket),
+            largest=largest(con, largest_gaps),
+        ),
         nvtx=fetch(con, Nvtx),
         gpu_metrics=gpu_metrics(con),
         communication=fetch(con, Communication) or None,
@@ -52,11 +77,20 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary
 def largest(con: duckdb.DuckDBPyConnection, n: int) -> list[Gap]:
     """The n largest gaps, each with the CUDA calls the CPU was in during it."""
     gaps = db.rows(con, f"SELECT * FROM {Gap.VIEW} LIMIT {int(n)}")
-    return [Gap.from_row(g, api_calls=[
-        GapCall.from_row(r) for r in db.rows(
-            con, f"SELECT * FROM {GapCall.VIEW}($start, $end, $pid) LIMIT {GapCall.LIMIT}",
-            {"start": g["start"], "end": g["end"], "pid": g["pid"]})
-    ]) for g in gaps]
+    return [
+        Gap.from_row(
+            g,
+            api_calls=[
+                GapCall.from_row(r)
+                for r in db.rows(
+                    con,
+                    f"SELECT * FROM {GapCall.VIEW}($start, $end, $pid) LIMIT {GapCall.LIMIT}",
+                    {"start": g["start"], "end": g["end"], "pid": g["pid"]},
+                )
+            ],
+        )
+        for g in gaps
+    ]
 
 
 def gpu_metrics(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, MetricAverage]] | None:

@@ -12,9 +12,9 @@ import lzma
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import duckdb
 
@@ -52,8 +52,12 @@ class InputInfo:
     notes: list[str] = field(default_factory=list)
 
 
-def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str | None = None,
-         progress: Callable[[str], None] | None = None) -> InputInfo:
+def load(
+    con: duckdb.DuckDBPyConnection,
+    path: str | os.PathLike,
+    nsys_path: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> InputInfo:
     original = Path(path)
     det = detect(original)
     for _ in range(MAX_NESTED_COMPRESSION):
@@ -73,16 +77,25 @@ def load(con: duckdb.DuckDBPyConnection, path: str | os.PathLike, nsys_path: str
         return load_nsys(con, original, det, nsys_path, progress)
     if det.kind == "ncu-rep":
         meta = ncu.load_ncu(con, det.path, progress)
-        return InputInfo(path=str(original), kind="ncu-rep", producer="Nsight Compute",
-                         producer_version=meta.get("ncu_version"),
-                         row_counts={"kernels": meta.get("actions", 0)})
+        return InputInfo(
+            path=str(original),
+            kind="ncu-rep",
+            producer="Nsight Compute",
+            producer_version=meta.get("ncu_version"),
+            row_counts={"kernels": meta.get("actions", 0)},
+        )
     if det.kind == "nvprof":
         if table_exists(con, "base_kernels"):
             raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
         meta = nvprof.load_nvprof(con, det.path, progress)
-        info = InputInfo(path=str(original), kind="nvprof", producer="nvprof",
-                         producer_version=f"database schema {meta['version']}" if meta["version"] else None,
-                         row_counts=meta["counts"], notes=list(meta["notes"]))
+        info = InputInfo(
+            path=str(original),
+            kind="nvprof",
+            producer="nvprof",
+            producer_version=f"database schema {meta['version']}" if meta["version"] else None,
+            row_counts=meta["counts"],
+            notes=list(meta["notes"]),
+        )
         if meta["empty"]:
             info.notes.append("the nvprof database holds no activity: nothing was profiled")
         return info
@@ -95,7 +108,7 @@ def load_nsys(con, original: Path, det: Detected, nsys_path, progress) -> InputI
         info.producer_version = nsys_rep.report_version(det.path)
         export, nsys = nsys_rep.export_report(det.path, nsys_path, progress)
         info.export_path, info.export_form = str(export.path), export.form
-        if export.reused:
+        if export.reused or nsys is None:
             info.notes.append(f"reused the existing export {export.path}")
         else:
             info.notes.append(f"exported with nsys {nsys.version} ({nsys.path}) to {export.path}")

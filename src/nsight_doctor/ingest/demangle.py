@@ -24,8 +24,7 @@ def _cxa_demangle():
         except (OSError, AttributeError):
             continue
         fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
-                       ctypes.POINTER(ctypes.c_int)]
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
         libc.free.argtypes = [ctypes.c_void_p]
         return fn, libc.free

@@ -14,12 +14,18 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import literal, quote, table_exists
+from nsight_doctor.db import literal, quote, scalar, table_exists
 from nsight_doctor.errors import InputError
 from nsight_doctor.ingest.tables import column_map, contract
 
-NCU_TABLES = ("base_ncu_reports", "base_ncu_actions", "base_ncu_metrics", "base_ncu_rules",
-              "base_ncu_kernel_metrics", "base_ncu_stalls")
+NCU_TABLES = (
+    "base_ncu_reports",
+    "base_ncu_actions",
+    "base_ncu_metrics",
+    "base_ncu_rules",
+    "base_ncu_kernel_metrics",
+    "base_ncu_stalls",
+)
 # Files the reader writes, and the base table each one appends to.
 READER_FILES = (("base_ncu_actions", "actions"), ("base_ncu_metrics", "metrics"), ("base_ncu_rules", "rules"))
 
@@ -44,13 +50,22 @@ def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> None:
     from the metrics' ncu names (ncu_columns.yaml)."""
     spec = column_map("ncu_columns.yaml")["tables"]
     table = contract()["base_ncu_kernel_metrics"]
-    exprs = [metric_expr(spec["base_ncu_kernel_metrics"]["columns"][c]) + f" AS {quote(c)}"
-             for c in table.column_names if c != "action_id"]
-    con.execute(f"INSERT INTO base_ncu_kernel_metrics SELECT action_id, {', '.join(exprs)} "
-                "FROM base_ncu_metrics WHERE action_id >= ? GROUP BY action_id", [first_action])
+    exprs = [
+        metric_expr(spec["base_ncu_kernel_metrics"]["columns"][c]) + f" AS {quote(c)}"
+        for c in table.column_names
+        if c != "action_id"
+    ]
+    con.execute(
+        f"INSERT INTO base_ncu_kernel_metrics SELECT action_id, {', '.join(exprs)} "
+        "FROM base_ncu_metrics WHERE action_id >= ? GROUP BY action_id",
+        [first_action],
+    )
     pattern = literal(spec["base_ncu_stalls"]["pattern"])
-    con.execute(f"INSERT INTO base_ncu_stalls SELECT action_id, regexp_extract(metric, {pattern}, 1), value "
-                f"FROM base_ncu_metrics WHERE action_id >= ? AND regexp_matches(metric, {pattern})", [first_action])
+    con.execute(
+        f"INSERT INTO base_ncu_stalls SELECT action_id, regexp_extract(metric, {pattern}, 1), value "
+        f"FROM base_ncu_metrics WHERE action_id >= ? AND regexp_matches(metric, {pattern})",
+        [first_action],
+    )
 
 
 def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
@@ -60,19 +75,27 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
         progress("reading the Nsight Compute report")
     with tempfile.TemporaryDirectory(prefix="nsight-doctor-ncu-") as tmp:
         out = Path(tmp)
-        run = subprocess.run([sys.executable, "-m", "nsight_doctor.ingest.ncu_reader", str(path), str(out)],
-                             capture_output=True, text=True, errors="replace")
+        run = subprocess.run(
+            [sys.executable, "-m", "nsight_doctor.ingest.ncu_reader", str(path), str(out)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+        )
         if run.returncode != 0:
             lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
             if run.returncode < 0:
-                raise InputError(f"'{path}': Nsight Compute's reader crashed on it (signal {-run.returncode}); "
-                                 "the report is probably corrupt")
+                raise InputError(
+                    f"'{path}': Nsight Compute's reader crashed on it (signal {-run.returncode}); "
+                    "the report is probably corrupt"
+                )
             raise InputError(lines[-1] if lines else f"'{path}' could not be read (exit {run.returncode})")
         meta = json.loads((out / "report.json").read_text())
-        report_id = con.execute("SELECT coalesce(max(report_id) + 1, 0) FROM base_ncu_reports").fetchone()[0]
-        offset = con.execute("SELECT coalesce(max(action_id) + 1, 0) FROM base_ncu_actions").fetchone()[0]
-        con.execute("INSERT INTO base_ncu_reports (report_id, path, ncu_version, actions) VALUES (?, ?, ?, ?)",
-                    [report_id, str(path), meta.get("ncu_version"), meta.get("actions")])
+        report_id = scalar(con, "SELECT coalesce(max(report_id) + 1, 0) FROM base_ncu_reports")
+        offset = scalar(con, "SELECT coalesce(max(action_id) + 1, 0) FROM base_ncu_actions")
+        con.execute(
+            "INSERT INTO base_ncu_reports (report_id, path, ncu_version, actions) VALUES (?, ?, ?, ?)",
+            [report_id, str(path), meta.get("ncu_version"), meta.get("actions")],
+        )
         for table, name in READER_FILES:
             cols = contract()[table].columns
             f = out / f"{name}.jsonl"
@@ -80,10 +103,19 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
                 continue
             spec = ", ".join(f"'{c.name}': '{c.type}'" for c in cols if c.name != "report_id")
             select = ", ".join(
-                (f"action_id + {offset}" if c.name == "action_id" else
-                 f"{report_id}" if c.name == "report_id" else quote(c.name)) + f" AS {quote(c.name)}"
-                for c in cols)
-            con.execute(f"INSERT INTO {table} SELECT {select} FROM read_json({literal(str(f))}, "
-                        f"format='newline_delimited', columns={{{spec}}})")
+                (
+                    f"action_id + {offset}"
+                    if c.name == "action_id"
+                    else f"{report_id}"
+                    if c.name == "report_id"
+                    else quote(c.name)
+                )
+                + f" AS {quote(c.name)}"
+                for c in cols
+            )
+            con.execute(
+                f"INSERT INTO {table} SELECT {select} FROM read_json({literal(str(f))}, "
+                f"format='newline_delimited', columns={{{spec}}})"
+            )
         derive_tables(con, offset)
     return meta

@@ -57,7 +57,7 @@ def metric_value(m):
     """(number, text) of a metric; (None, None) when it has no value."""
     try:
         v = m.value()
-    except Exception:  # noqa: BLE001 - the native layer raises plain exceptions
+    except Exception:
         return None, None
     if v is None:
         return None, None
@@ -72,7 +72,7 @@ def metric_value(m):
 def nvtx_text(action) -> str | None:
     try:
         state = action.nvtx_state()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     if state is None:
         return None
@@ -96,22 +96,30 @@ def read(path: Path, out: Path) -> None:
     if not actions:
         raise BadReport(
             f"'{path}' holds no profiled kernels: it is empty, truncated or corrupt "
-            "(Nsight Compute's reader found nothing in it)")
+            "(Nsight Compute's reader found nothing in it)"
+        )
     for n, (_, _, a) in enumerate(actions):
         if a.name() is None or not a.metric_names():
             raise BadReport(
-                f"'{path}' is truncated: kernel {n + 1} of {len(actions)} is incomplete; "
-                "copy the report again")
-    with open(out / "actions.jsonl", "w") as fa, open(out / "metrics.jsonl", "w") as fm, \
-            open(out / "rules.jsonl", "w") as fr:
+                f"'{path}' is truncated: kernel {n + 1} of {len(actions)} is incomplete; copy the report again"
+            )
+    with (
+        open(out / "actions.jsonl", "w") as fa,
+        open(out / "metrics.jsonl", "w") as fm,
+        open(out / "rules.jsonl", "w") as fr,
+    ):
         for action_id, (ri, ai, a) in enumerate(actions):
             names = [n for n in a.metric_names() if ":" not in n]
-            row = {"action_id": action_id, "range_idx": ri, "action_idx": ai,
-                   "name": a.name(ncu_report.IAction.NameBase_FUNCTION),
-                   "demangled_name": a.name(ncu_report.IAction.NameBase_DEMANGLED),
-                   "mangled_name": a.name(ncu_report.IAction.NameBase_MANGLED),
-                   "nvtx": nvtx_text(a),
-                   "sections": ",".join(sorted(sec.identifier() for sec in a.sections()))}
+            row = {
+                "action_id": action_id,
+                "range_idx": ri,
+                "action_idx": ai,
+                "name": a.name(ncu_report.IAction.NameBase_FUNCTION),
+                "demangled_name": a.name(ncu_report.IAction.NameBase_DEMANGLED),
+                "mangled_name": a.name(ncu_report.IAction.NameBase_MANGLED),
+                "nvtx": nvtx_text(a),
+                "sections": ",".join(sorted(sec.identifier() for sec in a.sections())),
+            }
             values = {}
             for name in names:
                 m = a.metric_by_name(name)
@@ -121,8 +129,12 @@ def read(path: Path, out: Path) -> None:
                 if num is None and text is None:
                     continue
                 values[name] = num if num is not None else text
-                fm.write(json.dumps({"action_id": action_id, "metric": name, "value": num,
-                                     "text": text, "unit": m.unit() or None}) + "\n")
+                fm.write(
+                    json.dumps(
+                        {"action_id": action_id, "metric": name, "value": num, "text": text, "unit": m.unit() or None}
+                    )
+                    + "\n"
+                )
             for col, metric in launch.items():
                 v = values.get(metric)
                 if col == "device_name":
@@ -133,18 +145,26 @@ def read(path: Path, out: Path) -> None:
             for r in a.rule_results_as_dicts():
                 msg = r.get("rule_message") or {}
                 sp = r.get("speedup_estimation") or {}
-                fr.write(json.dumps({
-                    "action_id": action_id, "rule_id": r.get("rule_identifier"),
-                    "rule_name": r.get("name"), "section": r.get("section_identifier"),
-                    "message_type": MSG_TYPES.get(msg.get("type"), str(msg.get("type"))),
-                    "title": MARKUP_RE.sub(r"\1", msg.get("title") or "") or None,
-                    "message": MARKUP_RE.sub(r"\1", msg.get("message") or "") or None,
-                    "speedup_pct": sp.get("speedup"),
-                    "speedup_type": SPEEDUP_TYPES.get(sp.get("type")),
-                    "focus_metrics": json.dumps(r.get("focus_metrics") or []),
-                }) + "\n")
-    (out / "report.json").write_text(json.dumps({
-        "ncu_version": ncu_version(path), "ranges": n_ranges, "actions": len(actions)}))
+                fr.write(
+                    json.dumps(
+                        {
+                            "action_id": action_id,
+                            "rule_id": r.get("rule_identifier"),
+                            "rule_name": r.get("name"),
+                            "section": r.get("section_identifier"),
+                            "message_type": MSG_TYPES.get(msg.get("type", -1), str(msg.get("type"))),
+                            "title": MARKUP_RE.sub(r"\1", msg.get("title") or "") or None,
+                            "message": MARKUP_RE.sub(r"\1", msg.get("message") or "") or None,
+                            "speedup_pct": sp.get("speedup"),
+                            "speedup_type": SPEEDUP_TYPES.get(sp.get("type", -1)),
+                            "focus_metrics": json.dumps(r.get("focus_metrics") or []),
+                        }
+                    )
+                    + "\n"
+                )
+    (out / "report.json").write_text(
+        json.dumps({"ncu_version": ncu_version(path), "ranges": n_ranges, "actions": len(actions)})
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -154,9 +174,11 @@ def main(argv: list[str]) -> int:
     except BadReport as e:
         print(str(e), file=sys.stderr)
         return 3
-    except Exception as e:  # noqa: BLE001 - reported as one line by the parent
-        print(f"'{path}' could not be read by Nsight Compute's reader: {type(e).__name__}: "
-              f"{' '.join(str(e).split())}", file=sys.stderr)
+    except Exception as e:
+        print(
+            f"'{path}' could not be read by Nsight Compute's reader: {type(e).__name__}: {' '.join(str(e).split())}",
+            file=sys.stderr,
+        )
         return 3
     return 0
 

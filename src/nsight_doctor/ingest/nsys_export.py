@@ -7,9 +7,9 @@ else in the code knows export names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import duckdb
 
@@ -59,8 +59,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, form: str) -> ExportSourc
         try:
             con.execute(f"ATTACH {literal(str(path.resolve()))} AS src (TYPE sqlite, READ_ONLY)")
             rows = con.execute(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_catalog = 'src'"
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_catalog = 'src'"
             ).fetchall()
         except duckdb.Error as e:
             raise InputError(f"'{path}' could not be opened as SQLite: {first_line(e)}") from None
@@ -74,8 +73,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, form: str) -> ExportSourc
             except duckdb.Error as e:
                 raise InputError(f"'{f}' is not a readable Parquet file: {first_line(e)}") from None
         rows = con.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = 'src'"
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'src'"
         ).fetchall()
     tables: dict[str, set[str]] = {}
     for t, c in rows:
@@ -95,7 +93,8 @@ def read_meta(con: duckdb.DuckDBPyConnection, src: ExportSource) -> None:
     src.schema_version = src.meta.get("EXPORT_SCHEMA_VERSION")
 
 
-def load_base_tables(con: duckdb.DuckDBPyConnection, src: ExportSource,
-                     progress: Progress | None = None) -> dict[str, int]:
+def load_base_tables(
+    con: duckdb.DuckDBPyConnection, src: ExportSource, progress: Progress | None = None
+) -> dict[str, int]:
     """Fills the base tables from the attached export; returns their row counts."""
     return load_tables(con, src, "nsys_columns.yaml", progress)

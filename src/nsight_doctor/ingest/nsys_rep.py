@@ -180,8 +180,7 @@ def export_report(report: Path, nsys_path: str | None = None, progress=None) -> 
     try:
         out = tmpdir / ("export" + suffix)
         kind = "parquetdir" if form == "parquet" else "sqlite"
-        cmd = [nsys.path, "export", "--type", kind, "--force-overwrite", "true",
-               "--output", str(out), str(report)]
+        cmd = [nsys.path, "export", "--type", kind, "--force-overwrite", "true", "--output", str(out), str(report)]
         if progress:
             progress(f"nsys export --type {kind}")
         try:
@@ -208,9 +207,7 @@ def can_write_beside(report: Path) -> bool:
     access, because root may write anywhere: a read-only report (no write bit) or folder is
     someone's archive, and gets its export in the cache folder instead."""
     folder = report.parent
-    return (os.access(folder, os.W_OK)
-            and bool(folder.stat().st_mode & 0o222)
-            and bool(report.stat().st_mode & 0o222))
+    return os.access(folder, os.W_OK) and bool(folder.stat().st_mode & 0o222) and bool(report.stat().st_mode & 0o222)
 
 
 def remove(p: Path) -> None:

@@ -17,9 +17,15 @@ from nsight_doctor.ingest.tables import contract, load_tables
 
 MAP = "nvprof_columns.yaml"
 # Activity tables whose earliest timestamp is the capture's start.
-ACTIVITY = ["CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL",
-            "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
+ACTIVITY = [
+    "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_DRIVER",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+]
 RUNTIME_NAME_BASE = 1_000_000_000
 DRIVER_NAME_BASE = 2_000_000_000
 
@@ -28,18 +34,33 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
     src = nsys_export.attach(con, path, "sqlite")
     version = scalar(con, "SELECT max(version) FROM src.Version") if "Version" in src.tables else None
     present = [t for t in ACTIVITY if t in src.tables]
-    t0 = scalar(con, " UNION ALL ".join(f'SELECT min(start) AS s FROM src."{t}"' for t in present).join(
-        ["SELECT coalesce(min(s), 0) FROM (", ")"])) if present else 0
-    t_end = scalar(con, " UNION ALL ".join(f'SELECT max("end") AS e FROM src."{t}"' for t in present).join(
-        ["SELECT max(e) FROM (", ")"])) if present else None
+    t0 = (
+        scalar(
+            con,
+            " UNION ALL ".join(f'SELECT min(start) AS s FROM src."{t}"' for t in present).join(
+                ["SELECT coalesce(min(s), 0) FROM (", ")"]
+            ),
+        )
+        if present
+        else 0
+    )
+    t_end = (
+        scalar(
+            con,
+            " UNION ALL ".join(f'SELECT max("end") AS e FROM src."{t}"' for t in present).join(
+                ["SELECT max(e) FROM (", ")"]
+            ),
+        )
+        if present
+        else None
+    )
     pid = 0
     for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
         if t in src.tables:
             pid = scalar(con, f'SELECT coalesce(mode(processId), 0) FROM src."{t}"') or pid
             if pid:
                 break
-    params = {"t0": int(t0 or 0), "pid": int(pid), "runtime_names": RUNTIME_NAME_BASE,
-              "driver_names": DRIVER_NAME_BASE}
+    params = {"t0": int(t0 or 0), "pid": int(pid), "runtime_names": RUNTIME_NAME_BASE, "driver_names": DRIVER_NAME_BASE}
     counts = load_tables(con, src, MAP, progress, params)
     add_api_names(con)
     demangle_kernel_names(con)
@@ -49,14 +70,19 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
     con.execute("INSERT INTO base_capture (duration) VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))])
     process_name = None
     if "CUPTI_ACTIVITY_KIND_NAME" in src.tables:
-        process_name = scalar(con, """SELECT s.value FROM src.CUPTI_ACTIVITY_KIND_NAME n
-            JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""")
+        process_name = scalar(
+            con,
+            """SELECT s.value FROM src.CUPTI_ACTIVITY_KIND_NAME n
+            JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""",
+        )
     if t_end is not None:
         con.execute("INSERT INTO base_processes (pid, name) VALUES (?, ?)", [int(pid), process_name])
     notes = []
-    for table, what in (("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
-                        ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),
-                        ("CUPTI_ACTIVITY_KIND_MARKER", "NVTX markers and ranges")):
+    for table, what in (
+        ("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
+        ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),
+        ("CUPTI_ACTIVITY_KIND_MARKER", "NVTX markers and ranges"),
+    ):
         if table in src.tables and scalar(con, f'SELECT count(*) FROM src."{table}"'):
             notes.append(f"this nvprof file has {what}, which nsight-doctor does not read yet")
     con.execute("DETACH src")
@@ -66,8 +92,10 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
 def add_api_names(con) -> None:
     """String ids for CUDA API callback ids (see cupti_cbids.csv)."""
     text = resources.files("nsight_doctor.ingest").joinpath("cupti_cbids.csv").read_text()
-    rows = [(RUNTIME_NAME_BASE + int(r["cbid"]) if r["api"] == "runtime" else DRIVER_NAME_BASE + int(r["cbid"]),
-             r["name"]) for r in csv.DictReader(text.splitlines())]
+    rows = [
+        (RUNTIME_NAME_BASE + int(r["cbid"]) if r["api"] == "runtime" else DRIVER_NAME_BASE + int(r["cbid"]), r["name"])
+        for r in csv.DictReader(text.splitlines())
+    ]
     con.executemany("INSERT INTO base_strings VALUES (?, ?)", rows)
 
 
@@ -75,12 +103,16 @@ def demangle_kernel_names(con) -> None:
     """nvprof stores kernel names mangled: give each kernel a demangled and a short name."""
     ids = con.execute("""SELECT DISTINCT k.short_name_id, s.value FROM base_kernels k
                          JOIN base_strings s ON s.id = k.short_name_id""").fetchall()
-    next_id = (con.execute("SELECT coalesce(max(id), 0) FROM base_strings WHERE id < ?",
-                           [RUNTIME_NAME_BASE]).fetchone()[0]) + 1
+    next_id = (
+        (con.execute("SELECT coalesce(max(id), 0) FROM base_strings WHERE id < ?", [RUNTIME_NAME_BASE]).fetchone()[0])
+        + 1
+    )
     for old_id, mangled in ids:
         full = demangle(mangled)
         short = short_name(full)
         con.execute("INSERT INTO base_strings VALUES (?, ?), (?, ?)", [next_id, short, next_id + 1, full])
-        con.execute("UPDATE base_kernels SET short_name_id = ?, demangled_name_id = ? WHERE short_name_id = ?",
-                    [next_id, next_id + 1, old_id])
+        con.execute(
+            "UPDATE base_kernels SET short_name_id = ?, demangled_name_id = ? WHERE short_name_id = ?",
+            [next_id, next_id + 1, old_id],
+        )
         next_id += 2

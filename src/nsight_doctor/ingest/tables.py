@@ -8,15 +8,16 @@ column comes from in one kind of file; ``load_tables`` turns a map into one
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 import duckdb
 import yaml
 
-from nsight_doctor.db import first_line, quote, table_exists
+from nsight_doctor.db import first_line, quote, scalar, table_exists
 from nsight_doctor.errors import InputError
 
 
@@ -56,7 +57,7 @@ def contract() -> dict[str, Table]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def column_map(name: str) -> dict[str, Any]:
     """A column map file: {"tables": {base table: spec}, "decoders": {...}}."""
     return read_yaml(name)
@@ -95,8 +96,15 @@ class Export:
     schema_version: str | None = None
 
 
-def column_expr(table: str, column: str, spec: Any, present: set[str], src: Export,
-                decoders: dict[str, dict], params: dict[str, Any]) -> str:
+def column_expr(
+    table: str,
+    column: str,
+    spec: Any,
+    present: set[str],
+    src: Export,
+    decoders: dict[str, dict],
+    params: dict[str, Any],
+) -> str:
     spec = column_spec(spec)
     for item in map(item_spec, spec.get("from", [])):
         expr = None
@@ -148,9 +156,13 @@ def build_select(table: Table, spec: dict, src: Export, decoders: dict, params: 
     return None
 
 
-def load_tables(con: duckdb.DuckDBPyConnection, src: Export, map_name: str,
-                progress: Callable[[str], None] | None = None,
-                params: dict[str, Any] | None = None) -> dict[str, int]:
+def load_tables(
+    con: duckdb.DuckDBPyConnection,
+    src: Export,
+    map_name: str,
+    progress: Callable[[str], None] | None = None,
+    params: dict[str, Any] | None = None,
+) -> dict[str, int]:
     """Creates every base table that the column map fills; returns their row counts.
 
     params fill {placeholders} in expressions and SQL (the nvprof map's time origin)."""
@@ -166,11 +178,10 @@ def load_tables(con: duckdb.DuckDBPyConnection, src: Export, map_name: str,
             con.execute(table.ddl() if sql is None else f"CREATE TABLE {name} AS {sql}")
         except duckdb.Error as e:
             raise InputError(
-                f"'{src.path}' could not be read ({name}: {first_line(e)}); "
-                "the file may be truncated or corrupt"
+                f"'{src.path}' could not be read ({name}: {first_line(e)}); the file may be truncated or corrupt"
             ) from None
         check_shape(con, table)
-        counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        counts[name] = scalar(con, f"SELECT count(*) FROM {name}")
     return counts
 
 

@@ -1,6 +1,6 @@
 """Renderers: each turns a finished Diagnosis into text. They never query a database.
 
-    render(diagnosis, "markdown") -> str
+render(diagnosis, "markdown") -> str
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ def pct(v: float | None) -> str:
 
 
 def count(v: Any) -> str:
-    return "n/a" if v is None else f"{int(round(v)):,}"
+    return "n/a" if v is None else f"{round(v):,}"
 
 
 def input_line(inp: dict[str, Any]) -> str:
@@ -35,9 +35,21 @@ def summary_rows(d: Diagnosis) -> Rows:
     they are (unescaped)."""
     s = d.summary
     rows: Rows = []
-    for section in (capture_rows(s), gpu_rows(s), kernel_rows(s), memcpy_rows(s), memset_rows(s),
-                    blocking_rows(s), launch_rows(s), idle_rows(s), nvtx_rows(s), metric_rows(s),
-                    overhead_rows(s), communication_rows(s), ncu_rows(s)):
+    for section in (
+        capture_rows(s),
+        gpu_rows(s),
+        kernel_rows(s),
+        memcpy_rows(s),
+        memset_rows(s),
+        blocking_rows(s),
+        launch_rows(s),
+        idle_rows(s),
+        nvtx_rows(s),
+        metric_rows(s),
+        overhead_rows(s),
+        communication_rows(s),
+        ncu_rows(s),
+    ):
         rows.extend(section)
     return rows
 
@@ -51,8 +63,12 @@ def capture_rows(s: Summary) -> Rows:
     c = s.capture
     rows = [("Capture", fmt_ns(c.capture_ns) if c.capture_ns is not None else "n/a")]
     if c.gpu_window_ns:
-        rows.append(("GPU activity window",
-                     f"{fmt_ns(c.gpu_window_ns)} ({fmt_ns(c.gpu_start_ns or 0)} to {fmt_ns(c.gpu_end_ns or 0)})"))
+        rows.append(
+            (
+                "GPU activity window",
+                f"{fmt_ns(c.gpu_window_ns)} ({fmt_ns(c.gpu_start_ns or 0)} to {fmt_ns(c.gpu_end_ns or 0)})",
+            )
+        )
     return rows
 
 
@@ -62,8 +78,12 @@ def gpu_rows(s: Summary) -> Rows:
         if not g.busy_ns and not g.name:
             continue
         parts = [f"busy {pct(g.busy_pct)}"]
-        for ns, label in ((g.kernel_ns, "kernels"), (g.graph_ns, "CUDA graphs"),
-                          (g.memcpy_ns, "memcpy"), (g.memset_ns, "memset")):
+        for ns, label in (
+            (g.kernel_ns, "kernels"),
+            (g.graph_ns, "CUDA graphs"),
+            (g.memcpy_ns, "memcpy"),
+            (g.memset_ns, "memset"),
+        ):
             if ns:
                 parts.append(f"{label} {fmt_ns(ns)}")
         rows.append((f"GPU {g.device_id} {g.name or ''}".strip(), ", ".join(parts)))
@@ -74,14 +94,22 @@ def kernel_rows(s: Summary) -> Rows:
     k = s.kernels
     rows = []
     if k.kernel_count:
-        rows.append(("Kernels", (
-            f"{count(k.kernel_count)} ({count(k.launch_rate_per_s)}/s, "
-            f"median {fmt_ns(k.kernel_median_ns or 0)}, {pct(k.tiny_kernel_pct)} under "
-            f"{fmt_ns(k.tiny_kernel_threshold_ns)}); {count(k.kernels_in_graphs)} inside CUDA graphs")))
+        rows.append(
+            (
+                "Kernels",
+                (
+                    f"{count(k.kernel_count)} ({count(k.launch_rate_per_s)}/s, "
+                    f"median {fmt_ns(k.kernel_median_ns or 0)}, {pct(k.tiny_kernel_pct)} under "
+                    f"{fmt_ns(k.tiny_kernel_threshold_ns)}); {count(k.kernels_in_graphs)} inside CUDA graphs"
+                ),
+            )
+        )
     if k.graph_launch_count:
         rows.append(("CUDA graph launches", f"{count(k.graph_launch_count)}, {fmt_ns(k.graph_ns)}"))
-    rows += labelled("Top kernels", [
-        f"{pct(t.share_pct)}  {t.name}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})" for t in s.top_kernels[:5]])
+    rows += labelled(
+        "Top kernels",
+        [f"{pct(t.share_pct)}  {t.name}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})" for t in s.top_kernels[:5]],
+    )
     return rows
 
 
@@ -89,8 +117,10 @@ def memcpy_rows(s: Summary) -> Rows:
     m = s.memcpy
     if not m.count:
         return []
-    dirs = "; ".join(f"{r.direction} {r.host_kind} {count(r.count)}x {fmt_bytes(r.bytes)} {fmt_ns(r.total_ns)}"
-                     for r in m.by_direction[:4])
+    dirs = "; ".join(
+        f"{r.direction} {r.host_kind} {count(r.count)}x {fmt_bytes(r.bytes)} {fmt_ns(r.total_ns)}"
+        for r in m.by_direction[:4]
+    )
     return [("Memcpy", f"{count(m.count)} copies, {fmt_bytes(m.bytes)}, {fmt_ns(m.total_ns)}: {dirs}")]
 
 
@@ -104,8 +134,12 @@ def blocking_rows(s: Summary) -> Rows:
     if not (sy.count or sy.by_api):
         return []
     apis = ", ".join(f"{r.name} {count(r.count)}x" for r in sy.by_api[:3])
-    return [("Blocking calls", f"{count(sy.count)} synchronize calls, {fmt_ns(sy.total_ns)}"
-             + (f" ({apis})" if apis else ""))]
+    return [
+        (
+            "Blocking calls",
+            f"{count(sy.count)} synchronize calls, {fmt_ns(sy.total_ns)}" + (f" ({apis})" if apis else ""),
+        )
+    ]
 
 
 def launch_rows(s: Summary) -> Rows:
@@ -114,10 +148,8 @@ def launch_rows(s: Summary) -> Rows:
         return []
     lat = ""
     if la.latency_median_ns is not None:
-        lat = (f"; launch to start median {fmt_ns(la.latency_median_ns)}, "
-               f"p90 {fmt_ns(la.latency_p90_ns or 0)}")
-    return [("Launch calls", f"{count(la.api_count)}, {fmt_ns(la.api_ns)} "
-             f"(mean {fmt_ns(la.api_mean_ns or 0)}){lat}")]
+        lat = f"; launch to start median {fmt_ns(la.latency_median_ns)}, p90 {fmt_ns(la.latency_p90_ns or 0)}"
+    return [("Launch calls", f"{count(la.api_count)}, {fmt_ns(la.api_ns)} (mean {fmt_ns(la.api_mean_ns or 0)}){lat}")]
 
 
 def idle_rows(s: Summary) -> Rows:
@@ -126,26 +158,36 @@ def idle_rows(s: Summary) -> Rows:
         return []
     causes = ", ".join(f"{r.cause} {pct(100 * r.total_ns / idle.idle_ns)}" for r in idle.by_cause if idle.idle_ns)
     hist = ", ".join(f"{h.bucket} {count(h.count)}" for h in idle.histogram if h.count)
-    rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"),
-            ("", f"by length: {hist}")]
+    rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"), ("", f"by length: {hist}")]
     gaps = []
     for g in idle.largest[:3]:
         calls = ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call"
-        gaps.append(f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
-                    f"CPU in: {calls}; then {g.next_op or '?'})")
+        gaps.append(
+            f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
+            f"CPU in: {calls}; then {g.next_op or '?'})"
+        )
     return rows + labelled("Largest gaps", gaps)
 
 
 def nvtx_rows(s: Summary) -> Rows:
-    return labelled("NVTX ranges", [
-        f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
-        f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops" for n in s.nvtx[:5]])
+    return labelled(
+        "NVTX ranges",
+        [
+            f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
+            f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
+            for n in s.nvtx[:5]
+        ],
+    )
 
 
 def metric_rows(s: Summary) -> Rows:
-    return [(f"GPU {dev} metrics while busy",
-             ", ".join(f"{key.replace('_', ' ')} {pct(m.avg_busy)}" for key, m in metrics.items()))
-            for dev, metrics in (s.gpu_metrics or {}).items()]
+    return [
+        (
+            f"GPU {dev} metrics while busy",
+            ", ".join(f"{key.replace('_', ' ')} {pct(m.avg_busy)}" for key, m in metrics.items()),
+        )
+        for dev, metrics in (s.gpu_metrics or {}).items()
+    ]
 
 
 def overhead_rows(s: Summary) -> Rows:
@@ -154,11 +196,15 @@ def overhead_rows(s: Summary) -> Rows:
 
 
 def communication_rows(s: Summary) -> Rows:
-    return labelled("Communication", [
-        f"GPU {c.device_id}: {count(c.collectives)} collectives on {count(c.ranks)} GPUs, "
-        f"{fmt_ns(c.comm_ns)} ({pct(c.comm_pct)} of its window): transfer {fmt_ns(c.transfer_ns)}, "
-        f"waiting {fmt_ns(c.wait_ns)}, exposed {fmt_ns(c.exposed_ns)}; arrived last {count(c.last_arrivals)}x"
-        for c in s.communication or []])
+    return labelled(
+        "Communication",
+        [
+            f"GPU {c.device_id}: {count(c.collectives)} collectives on {count(c.ranks)} GPUs, "
+            f"{fmt_ns(c.comm_ns)} ({pct(c.comm_pct)} of its window): transfer {fmt_ns(c.transfer_ns)}, "
+            f"waiting {fmt_ns(c.wait_ns)}, exposed {fmt_ns(c.exposed_ns)}; arrived last {count(c.last_arrivals)}x"
+            for c in s.communication or []
+        ],
+    )
 
 
 def ncu_rows(s: Summary) -> Rows:
@@ -167,19 +213,36 @@ def ncu_rows(s: Summary) -> Rows:
         return []
     versions = ", ".join(sorted({r.ncu_version or "?" for r in n.reports}))
     cov = f", covering {pct(n.coverage_pct)} of the timeline's kernel time" if n.coverage_pct is not None else ""
-    rows = [("Nsight Compute", (
-        f"{count(n.kernels_profiled)} kernels profiled (ncu {versions}) in {count(n.launch_configs)} "
-        f"launch configurations{cov}: {count(n.memory_bound)} memory-bound, "
-        f"{count(n.compute_bound)} compute-bound, {count(n.latency_bound)} latency-bound"))]
-    missing = [label for have, label in ((n.with_stall_reasons, "stall reasons"),
-                                         (n.with_cache_metrics, "cache hit rates"),
-                                         (n.with_roofline_metrics, "roofline counters")) if not have]
+    rows = [
+        (
+            "Nsight Compute",
+            (
+                f"{count(n.kernels_profiled)} kernels profiled (ncu {versions}) in {count(n.launch_configs)} "
+                f"launch configurations{cov}: {count(n.memory_bound)} memory-bound, "
+                f"{count(n.compute_bound)} compute-bound, {count(n.latency_bound)} latency-bound"
+            ),
+        )
+    ]
+    missing = [
+        label
+        for have, label in (
+            (n.with_stall_reasons, "stall reasons"),
+            (n.with_cache_metrics, "cache hit rates"),
+            (n.with_roofline_metrics, "roofline counters"),
+        )
+        if not have
+    ]
     if missing:
         rows.append(("", f"not in the report: {', '.join(missing)} (capture with --set full)"))
-    return rows + labelled("Profiled kernels", [
-        f"{pct(g.share_pct)} {g.launch}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
-        f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
-        + (f", top stall {g.top_stall}" if g.top_stall else "") for g in n.groups[:6]])
+    return rows + labelled(
+        "Profiled kernels",
+        [
+            f"{pct(g.share_pct)} {g.launch}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
+            f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
+            + (f", top stall {g.top_stall}" if g.top_stall else "")
+            for g in n.groups[:6]
+        ],
+    )
 
 
 def impact_text(impact_ns: int, window_ns: int | None) -> str:

@@ -18,17 +18,30 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
         "tool": d.tool,
         "command": d.command,
         "inputs": [
-            {"path": i["path"], "kind": i["kind"], "producer": i["producer"],
-             "producer_version": i["producer_version"], "export_path": i.get("export_path"),
-             "export_schema_version": i.get("export_schema_version")}
+            {
+                "path": i["path"],
+                "kind": i["kind"],
+                "producer": i["producer"],
+                "producer_version": i["producer_version"],
+                "export_path": i.get("export_path"),
+                "export_schema_version": i.get("export_schema_version"),
+            }
             for i in d.inputs
         ],
         "summary": d.summary.to_json(),
         "findings": [
-            {"rank": n, "rule_id": f.rule_id, "title": f.title, "severity": f.severity,
-             "tags": f.tags, "impact_ns": f.impact_ns, "message": f.message,
-             "recommendation": f.recommendation, "evidence": f.evidence,
-             "references": f.references}
+            {
+                "rank": n,
+                "rule_id": f.rule_id,
+                "title": f.title,
+                "severity": f.severity,
+                "tags": f.tags,
+                "impact_ns": f.impact_ns,
+                "message": f.message,
+                "recommendation": f.recommendation,
+                "evidence": f.evidence,
+                "references": f.references,
+            }
             for n, f in enumerate(d.findings, 1)
         ],
         "skipped_rules": [{"rule_id": s.rule_id, "reason": s.reason} for s in d.skipped],
@@ -47,36 +60,77 @@ def report_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"nsight-doctor report, schema_version {SCHEMA_VERSION}",
         "type": "object",
-        "required": ["schema_version", "tool", "command", "inputs", "summary", "findings",
-                     "skipped_rules", "notes"],
+        "required": ["schema_version", "tool", "command", "inputs", "summary", "findings", "skipped_rules", "notes"],
         "properties": {
             "schema_version": {"const": SCHEMA_VERSION},
-            "tool": {"type": "object", "required": ["name", "version"],
-                     "properties": {"name": {"const": "nsight-doctor"}, "version": {"type": "string"}}},
-            "command": {"type": "string"},
-            "inputs": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": ["path", "kind", "producer", "producer_version"],
-                "properties": {
-                    "path": {"type": "string"}, "kind": {"enum": INPUT_KINDS},
-                    "producer": {"type": "string"}, "producer_version": nullable,
-                    "export_path": nullable, "export_schema_version": nullable}}},
-            "summary": json_schema(),
-            "findings": {"type": "array", "items": {
+            "tool": {
                 "type": "object",
-                "required": ["rank", "rule_id", "title", "severity", "tags", "impact_ns", "message",
-                             "recommendation", "evidence", "references"],
-                "properties": {
-                    "rank": {"type": "integer", "minimum": 1}, "rule_id": {"type": "string"},
-                    "title": {"type": "string"}, "severity": {"enum": SEVERITIES},
-                    "tags": {"type": "array", "items": {"enum": list(TAGS)}},
-                    "impact_ns": {"type": "integer", "minimum": 0}, "message": {"type": "string"},
-                    "recommendation": {"type": "string"}, "evidence": {"type": "object"},
-                    "references": {"type": "array", "items": {
-                        "type": "object", "required": ["title", "url"],
-                        "properties": {"title": {"type": "string"}, "url": {"type": "string"}}}}}}},
-            "skipped_rules": {"type": "array", "items": {
-                "type": "object", "required": ["rule_id", "reason"],
-                "properties": {"rule_id": {"type": "string"}, "reason": {"type": "string"}}}},
+                "required": ["name", "version"],
+                "properties": {"name": {"const": "nsight-doctor"}, "version": {"type": "string"}},
+            },
+            "command": {"type": "string"},
+            "inputs": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["path", "kind", "producer", "producer_version"],
+                    "properties": {
+                        "path": {"type": "string"},
+                        "kind": {"enum": INPUT_KINDS},
+                        "producer": {"type": "string"},
+                        "producer_version": nullable,
+                        "export_path": nullable,
+                        "export_schema_version": nullable,
+                    },
+                },
+            },
+            "summary": json_schema(),
+            "findings": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": [
+                        "rank",
+                        "rule_id",
+                        "title",
+                        "severity",
+                        "tags",
+                        "impact_ns",
+                        "message",
+                        "recommendation",
+                        "evidence",
+                        "references",
+                    ],
+                    "properties": {
+                        "rank": {"type": "integer", "minimum": 1},
+                        "rule_id": {"type": "string"},
+                        "title": {"type": "string"},
+                        "severity": {"enum": SEVERITIES},
+                        "tags": {"type": "array", "items": {"enum": list(TAGS)}},
+                        "impact_ns": {"type": "integer", "minimum": 0},
+                        "message": {"type": "string"},
+                        "recommendation": {"type": "string"},
+                        "evidence": {"type": "object"},
+                        "references": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["title", "url"],
+                                "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
+                            },
+                        },
+                    },
+                },
+            },
+            "skipped_rules": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["rule_id", "reason"],
+                    "properties": {"rule_id": {"type": "string"}, "reason": {"type": "string"}},
+                },
+            },
             "notes": {"type": "array", "items": {"type": "string"}},
         },
     }

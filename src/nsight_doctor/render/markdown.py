@@ -25,6 +25,7 @@ def escape(text: Any) -> str:
     s = "".join(ch if ch.isprintable() else " " if ch in "\r\n\t" else "?" for ch in str(text))
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = MD_INLINE.sub(r"\\\1", s)
+
     def block(m: re.Match) -> str:
         marker = m.group(2)
         # "1." is escaped as "1\.", a single marker character as "\#".
@@ -46,8 +47,7 @@ def render(d: Diagnosis) -> str:
     work = [f for f in d.findings if f.impact_ns]
     if work:
         top = work[0]
-        out.append(f"**Top finding:** {top.render('title', escape)} "
-                   f"({escape(impact_text(top.impact_ns, window))}).")
+        out.append(f"**Top finding:** {top.render('title', escape)} ({escape(impact_text(top.impact_ns, window))}).")
         out.append("")
     out.append("## Summary")
     out.append("")
@@ -64,8 +64,10 @@ def render(d: Diagnosis) -> str:
     for i, f in enumerate(d.findings, 1):
         out.append(f"### {i}. {f.render('title', escape)}")
         out.append("")
-        out.append(f"*Severity:* {f.severity} · *Impact:* {escape(impact_text(f.impact_ns, window))} · "
-                   f"*Rule:* `{f.rule_id}` · *Tags:* {', '.join(f.tags)}")
+        out.append(
+            f"*Severity:* {f.severity} · *Impact:* {escape(impact_text(f.impact_ns, window))} · "
+            f"*Rule:* `{f.rule_id}` · *Tags:* {', '.join(f.tags)}"
+        )
         out.append("")
         out.append(f.render("message", escape))
         out.append("")
@@ -80,8 +82,10 @@ def render(d: Diagnosis) -> str:
         by_reason: dict[str, list[str]] = {}
         for s in d.skipped:
             by_reason.setdefault(s.reason, []).append(f"`{s.rule_id}`")
-        out.append("Rules not applicable: " + "; ".join(
-            f"{escape(reason)}: {', '.join(ids)}" for reason, ids in by_reason.items()))
+        out.append(
+            "Rules not applicable: "
+            + "; ".join(f"{escape(reason)}: {', '.join(ids)}" for reason, ids in by_reason.items())
+        )
         out.append("")
     out.append("## How this was produced")
     out.append("")

@@ -17,11 +17,11 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Sequence
 
 import duckdb
 
@@ -51,15 +51,21 @@ def view_order() -> list[str]:
     file depends on every other file that creates a name its SQL mentions. Ties go by name."""
     files = view_files()
     creator = {obj.lower(): name for name, sql in files.items() for obj in CREATES.findall(sql)}
-    deps = {name: {creator[w.lower()] for w in WORD.findall(strip_comments(sql))
-                   if w.lower() in creator and creator[w.lower()] != name}
-            for name, sql in files.items()}
+    deps = {
+        name: {
+            creator[w.lower()]
+            for w in WORD.findall(strip_comments(sql))
+            if w.lower() in creator and creator[w.lower()] != name
+        }
+        for name, sql in files.items()
+    }
     order: list[str] = []
     while len(order) < len(files):
         ready = sorted(n for n in files if n not in order and deps[n] <= set(order))
         if not ready:
-            raise DoctorError(f"internal error: the view files depend on each other in a cycle: "
-                              f"{sorted(set(files) - set(order))}")
+            raise DoctorError(
+                f"internal error: the view files depend on each other in a cycle: {sorted(set(files) - set(order))}"
+            )
         order.extend(ready)
     return order
 
@@ -103,9 +109,12 @@ class Store:
             remove_db(self.path, with_folder=True)
 
 
-def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = None,
-          nsys_path: str | None = None,
-          progress: Callable[[str], None] | None = None) -> Store:
+def build(
+    inputs: Sequence[str | os.PathLike],
+    db: str | os.PathLike | None = None,
+    nsys_path: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Store:
     """Ingests the inputs into a new DuckDB file and creates the views."""
     if db is not None:
         final = Path(db)
@@ -135,8 +144,7 @@ def build(inputs: Sequence[str | os.PathLike], db: str | os.PathLike | None = No
             con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
             for info in infos:
                 con.execute("INSERT INTO nsight_doctor_inputs VALUES (?)", [json.dumps(asdict(info))])
-            con.execute("CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version",
-                        [__version__])
+            con.execute("CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version", [__version__])
         finally:
             con.close()
         if tmp != final:

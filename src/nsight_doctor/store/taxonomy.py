@@ -20,9 +20,23 @@ import yaml
 #: The category ids, in the order used for documentation. The YAML must declare exactly these,
 #: so that a typo in a rule or a view cannot invent a category.
 CATEGORY_IDS: tuple[str, ...] = (
-    "gemm", "attention", "attention-unfused", "norm", "activation", "rotary", "kv-cache",
-    "communication", "moe", "sampling", "embedding", "quantization", "ssm", "elementwise",
-    "reduction", "memcpy", "other",
+    "gemm",
+    "attention",
+    "attention-unfused",
+    "norm",
+    "activation",
+    "rotary",
+    "kv-cache",
+    "communication",
+    "moe",
+    "sampling",
+    "embedding",
+    "quantization",
+    "ssm",
+    "elementwise",
+    "reduction",
+    "memcpy",
+    "other",
 )
 OTHER = "other"
 MATCH_FIELDS = ("name", "demangled")
@@ -65,9 +79,11 @@ def categories() -> dict[str, str]:
     """Category id -> one-line meaning, in CATEGORY_IDS order (for generated docs)."""
     declared = _load_yaml().get("categories") or {}
     if set(declared) != set(CATEGORY_IDS):
-        raise ValueError(f"kernel_categories.yaml must declare exactly {CATEGORY_IDS}; "
-                         f"missing {sorted(set(CATEGORY_IDS) - set(declared))}, "
-                         f"unknown {sorted(set(declared) - set(CATEGORY_IDS))}")
+        raise ValueError(
+            f"kernel_categories.yaml must declare exactly {CATEGORY_IDS}; "
+            f"missing {sorted(set(CATEGORY_IDS) - set(declared))}, "
+            f"unknown {sorted(set(declared) - set(CATEGORY_IDS))}"
+        )
     return {c: str(declared[c]) for c in CATEGORY_IDS}
 
 
@@ -85,8 +101,7 @@ def _rules() -> tuple[Rule, ...]:
         if not isinstance(pattern, str) or not pattern or _NOT_RE2.search(pattern):
             raise ValueError(f"{where}: pattern must be a non-empty RE2-compatible regex")
         _compile(pattern)  # fails here, with the rule named, on a pattern Python rejects
-        rules.append(Rule(raw["category"], pattern, raw["match"],
-                          tuple(str(e) for e in raw.get("examples") or ())))
+        rules.append(Rule(raw["category"], pattern, raw["match"], tuple(str(e) for e in raw.get("examples") or ())))
     if not rules:
         raise ValueError("kernel_categories.yaml has no rules")
     return tuple(rules)
@@ -120,5 +135,6 @@ def case_sql(name_col: str, demangled_col: str) -> str:
     whens = "\n".join(
         f"    WHEN regexp_matches({demangled if r.match == 'demangled' else name}, "
         f"{_sql_str(r.pattern)}, 'i') THEN {_sql_str(r.category)}"
-        for r in _rules())
+        for r in _rules()
+    )
     return f"CASE\n{whens}\n    ELSE {_sql_str(OTHER)}\nEND"
