@@ -47,8 +47,9 @@ def test_version_and_help():
 def test_analyze_text_default():
     r = run_cli("analyze", B1)
     assert r.returncode == 0, r.stderr
-    assert "Summary" in r.stdout and "Findings, ranked by the time a fix would recover" in r.stdout
-    after = r.stdout.split("Findings, ranked by the time a fix would recover")[1]
+    heading = "Findings about the steady state, ranked by the time a fix would recover"
+    assert "Summary" in r.stdout and heading in r.stdout
+    after = r.stdout.split(heading)[1]
     assert after.strip().splitlines()[0].startswith("1. [high] Launch-bound")
     assert r.stderr == ""  # no progress bar when stderr is not a terminal
 

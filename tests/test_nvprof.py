@@ -40,9 +40,15 @@ def test_full_profile_maps_into_the_views():
     # API calls are named from their CUPTI callback ids.
     launches = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cbid = 211").fetchone()[0]
     assert d.summary.to_json()["launch"]["api_count"] == launches
+    # One definition of a blocking call: the synchronize calls and the 10 synchronous
+    # host-to-device copies; the summary's total is the sum of its parts, and the finding counts
+    # those of the steady state.
     syncs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cbid IN (131, 137, 165)").fetchone()[0]
+    copies = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cbid = 31").fetchone()[0]
+    assert d.summary.sync.blocking_count == syncs + copies == 146
+    assert sum(a.count for a in d.summary.sync.by_api) == d.summary.sync.blocking_count
     f = next(f for f in d.findings if f.rule_id == "host-sync")
-    assert f.evidence["blocking_calls"] >= syncs > 0
+    assert f.evidence["blocking_calls"] == d.summary.sync.steady_blocking_count > 0
     assert any("no GPU time per NVTX range" in n for n in d.notes)
     assert sha256(ABACUS) == before
 

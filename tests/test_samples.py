@@ -9,10 +9,9 @@ import sqlite3
 
 import pytest
 
+import oracle
 from conftest import SAMPLES, run_cli, sample, sha256
 from nsight_doctor import analyze
-
-LAUNCH_GAP_MAX_NS = 100_000  # the gpu_gaps "launch" bound, restated independently
 
 
 def export(path) -> sqlite3.Connection:
@@ -61,48 +60,12 @@ def busy_union(con) -> tuple[int, int]:
     return row[0], row[1]
 
 
-def gaps_by_cause(con) -> dict[str, tuple[int, int]]:
-    """Idle gaps of device 0 classified as docs/schema.md (gpu_gaps) says, in plain SQLite:
-    queued when the next operation's launch call returned before the gap; sync when a
-    synchronize call, a synchronous copy, or an async copy into pageable memory returned in
-    the gap; launch when shorter than 100 us; otherwise cpu or api."""
-    con.execute("""CREATE TEMP TABLE calls AS
-        SELECT r.start, r.end, r.correlationId, s.value AS name FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r
-        JOIN x.StringIds s ON s.id = r.nameId""")
-    con.execute("CREATE INDEX calls_corr ON calls (correlationId)")
-    con.execute("""CREATE TEMP TABLE blocking AS
-        SELECT c.end FROM calls c WHERE c.name LIKE 'cudaStreamSynchronize%' OR c.name LIKE 'cudaDeviceSynchronize%'
-            OR c.name LIKE 'cudaEventSynchronize%' OR (c.name LIKE 'cudaMemcpy%' AND c.name NOT LIKE '%Async%')
-        UNION ALL
-        SELECT c.end FROM calls c JOIN x.CUPTI_ACTIVITY_KIND_MEMCPY m ON m.correlationId = c.correlationId
-        WHERE m.copyKind = 2 AND m.dstKind = 0""")
-    graphs = has_table(con, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
-    rows = con.execute(f"""
-        WITH ops AS ({sql_ops(con, graphs)}),
-        o AS (SELECT start, end, correlationId, kind,
-                     MAX(end) OVER (ORDER BY start, end ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-              FROM ops),
-        g AS (SELECT *, SUM(CASE WHEN prev_end IS NULL OR start > prev_end THEN 1 ELSE 0 END)
-                     OVER (ORDER BY start, end ROWS UNBOUNDED PRECEDING) AS island FROM o),
-        i AS (SELECT island, MIN(start) AS s, MAX(end) AS e FROM g GROUP BY island),
-        first AS (SELECT g.island, g.correlationId, g.kind FROM g JOIN i ON i.island = g.island AND g.start = i.s
-                  GROUP BY g.island),
-        gaps AS (SELECT e AS gs, LEAD(s) OVER (ORDER BY s) AS ge, LEAD(island) OVER (ORDER BY s) AS next FROM i)
-        SELECT gaps.gs, gaps.ge,
-               CASE WHEN c.end IS NOT NULL AND c.end <= gaps.gs THEN 'queued'
-                    WHEN EXISTS (SELECT 1 FROM blocking b WHERE b.end BETWEEN gaps.gs AND gaps.ge) THEN 'sync'
-                    WHEN gaps.ge - gaps.gs < {LAUNCH_GAP_MAX_NS} THEN 'launch'
-                    ELSE 'long' END AS cause, first.kind
-        FROM gaps JOIN first ON first.island = gaps.next
-        LEFT JOIN calls c ON c.correlationId = first.correlationId
-        WHERE gaps.ge IS NOT NULL
-    """).fetchall()
-    out: dict[str, tuple[int, int]] = {}
-    for gs, ge, cause, kind in rows:
-        for key in (cause, f"{cause} before {kind}"):
-            n, total = out.get(key, (0, 0))
-            out[key] = (n + 1, total + ge - gs)
-    return out
+def steady_gaps(d, con) -> list[oracle.Gap]:
+    """The oracle's gaps inside the tool's steady state (the phases are the tool's; each gap's
+    cause is the oracle's own)."""
+    st = d.summary.steady_state
+    assert st is not None
+    return [g for g in oracle.gaps(con) if g.start >= st.start_ns and g.end <= st.end_ns]
 
 
 def finding(d, rule_id):
@@ -117,19 +80,26 @@ def test_b1_top_finding_is_launch_bound_with_numbers_from_sql(diagnoses):
     top = d.findings[0]
     kernels = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     assert top.evidence["kernels"] == kernels == 15808
-    causes = gaps_by_cause(con)
-    n, total = causes["launch before kernel"]
+    # The whole capture is the decode loop: its steady state is the whole activity window.
+    _, window = busy_union(con)
+    assert top.window_ns == window
+    n, total = oracle.totals(steady_gaps(d, con), cause="launch")
     assert top.evidence["launch_gaps"] == n
     assert top.impact_ns == total
+    _, gpu_side = oracle.totals(steady_gaps(d, con), cause="launch", launch_side="gpu")
+    assert top.evidence["gpu_side_ns"] == gpu_side
     assert top.evidence["launch_idle_pct"] > 80
     assert top.evidence["tiny_pct"] > 90
+    assert top.evidence["steps"] == 32 and top.evidence["kernels_per_step"] == kernels / 32
     launch_calls = con.execute(
         """SELECT count(*), avg(r.end - r.start) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r
            JOIN x.StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaLaunch%' OR s.value LIKE 'cuLaunch%'"""
     ).fetchone()
     assert top.evidence["launch_calls"] == launch_calls[0]
     assert top.evidence["mean_launch_call_ns"] == pytest.approx(launch_calls[1])
-    assert "CUDA graph" in top.recommendation and "--enforce-eager" in top.recommendation
+    # A PyTorch loop (no serving engine): CUDA graphs in PyTorch's terms.
+    assert d.summary.framework.name == "pytorch"
+    assert "torch.cuda.CUDAGraph" in top.recommendation and "--enforce-eager" not in top.recommendation
 
 
 def test_b1_busy_pct_is_the_union_of_gpu_work(diagnoses):
@@ -145,16 +115,24 @@ def test_b1_host_sync_counts_the_per_step_syncs(diagnoses):
     d = diagnoses["decode_b1"]
     f = finding(d, "host-sync")
     con = export(sample("decode_b1"))
-    syncs = con.execute("""SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
-        WHERE s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%'""").fetchone()[0]
+    st = d.summary.steady_state
+    assert st is not None
+    syncs = con.execute(
+        """SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
+        WHERE (s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%')
+          AND r.start >= ? AND r.start <= ?""",
+        (st.start_ns, st.end_ns),
+    ).fetchone()[0]
     steps = con.execute("SELECT count(*) FROM x.NVTX_EVENTS WHERE eventType = 59 AND text = 'decode_step'").fetchone()[
         0
     ]
-    assert f.evidence["blocking_calls"] == syncs == 65
+    assert f.evidence["blocking_calls"] == syncs == 64  # 2 per step
     assert f.evidence["top_call"] == "cudaStreamSynchronize"
     assert f.evidence["steps"] == steps == 32
-    n, total = gaps_by_cause(con)["sync"]
+    n, total = oracle.totals(steady_gaps(d, con), cause="sync")
     assert (f.evidence["sync_gaps"], f.impact_ns) == (n, total)
+    # The summary counts every blocking call of the capture, and how many fall in the steady state.
+    assert d.summary.sync.blocking_count == 65 and d.summary.sync.steady_blocking_count == 64
 
 
 def test_b1_pageable_copies_match_sql(diagnoses):
@@ -169,15 +147,17 @@ def test_b1_pageable_copies_match_sql(diagnoses):
 
 def test_b1_idle_breakdown_partitions_the_idle_time(diagnoses):
     d = diagnoses["decode_b1"]
+    con = export(sample("decode_b1"))
     idle = d.summary.to_json()["idle"]
-    busy, window = busy_union(export(sample("decode_b1")))
+    busy, window = busy_union(con)
     assert idle["idle_ns"] == window - busy
     assert sum(c["total_ns"] for c in idle["by_cause"]) == idle["idle_ns"]
     assert sum(h["count"] for h in idle["histogram"]) == idle["gap_count"]
-    f = finding(d, "gpu-idle")
-    assert "waiting for the CPU to issue the next operation" in f.title
-    # The three idle findings never count the same gap twice.
-    claimed = sum(finding(d, r).impact_ns for r in ("launch-bound", "host-sync", "gpu-idle"))
+    by_cause = {c["cause"]: (c["count"], c["total_ns"]) for c in idle["by_cause"]}
+    for cause, (n, total) in by_cause.items():
+        assert oracle.totals(oracle.gaps(con), cause=cause) == (n, total), cause
+    # The idle findings never count the same gap twice.
+    claimed = sum(f.impact_ns for f in d.findings if f.scope == "steady")
     assert claimed <= idle["idle_ns"]
 
 
@@ -221,8 +201,10 @@ def test_graph_sample_counts_graph_time_as_busy_and_does_not_blame_launches(diag
     assert d.summary.to_json()["gpu_busy_pct"] == pytest.approx(100 * busy / window)
     assert d.summary.to_json()["gpu_busy_pct"] > 80  # the graph replays are work, not idle time
     ids = [f.rule_id for f in d.findings]
+    # The CPU's time inside cudaGraphLaunch is launch cost, not host code.
     assert "launch-bound" not in ids and "gpu-idle" not in ids
     assert d.findings[0].rule_id == "host-sync"
+    assert d.summary.steady_state.steps == 32
 
 
 def test_node_traced_graphs_are_not_called_launch_bound(diagnoses):
@@ -257,12 +239,25 @@ def test_report_with_sibling_export_needs_no_nsys_and_is_not_modified(tmp_path):
 def test_transformers_generate_is_launch_bound_with_per_token_syncs():
     d = analyze([sample("hf_generate")])
     con = export(sample("hf_generate"))
-    kernels = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    st = d.summary.steady_state
+    assert st is not None
+    kernels = con.execute(
+        "SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= ?", (st.start_ns,)
+    ).fetchone()[0]
     assert d.findings[0].rule_id == "launch-bound"
     assert d.findings[0].evidence["kernels"] == kernels
     assert d.summary.to_json()["gpu_busy_pct"] < 10
     f = finding(d, "host-sync")
-    syncs = con.execute("""SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
-        WHERE s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%'""").fetchone()[0]
+    syncs = con.execute(
+        """SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
+        WHERE (s.value LIKE 'cudaStreamSynchronize%' OR s.value LIKE 'cudaDeviceSynchronize%')
+          AND r.start >= ? AND r.start <= ?""",
+        (st.start_ns, st.end_ns),
+    ).fetchone()[0]
     assert f.evidence["blocking_calls"] == syncs
-    assert 1.5 <= syncs / 32 <= 2.5  # about two per generated token
+    assert 1.5 <= f.evidence["calls_per_step"] <= 2.5  # about two per generated token
+    n, total = oracle.totals(steady_gaps(d, con), cause="sync")
+    assert (f.evidence["sync_gaps"], f.impact_ns) == (n, total)
+    g = finding(d, "gpu-idle")
+    n, total = oracle.totals(steady_gaps(d, con), cause="cpu")
+    assert (g.evidence["cpu_gaps"], g.evidence["cpu_ns"]) == (n, total)

@@ -148,7 +148,7 @@ def main():
     "--gaps",
     "largest_gaps",
     type=click.IntRange(0, 1000),
-    default=10,
+    default=5,
     show_default=True,
     help="How many of the largest idle gaps to report.",
 )

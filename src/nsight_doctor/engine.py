@@ -22,7 +22,7 @@ class AnalyzeOptions:
     thresholds: dict[str, str] = field(default_factory=dict)  # "rule-id.name" -> value
     db: str | None = None  # keep the DuckDB store in this file
     nsys: str | None = None  # path of the nsys binary for .nsys-rep inputs
-    largest_gaps: int = 10
+    largest_gaps: int = 5
     command: str = ""
     progress: Callable[[str], None] | None = None
 

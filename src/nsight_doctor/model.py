@@ -15,6 +15,14 @@ from nsight_doctor.sections import Summary
 
 SEVERITIES = ["info", "low", "medium", "high", "critical"]
 
+# What a finding is about, in rank order: the steady state of the workload, one-time start-up
+# and warm-up, or the capture itself (profile notes).
+SCOPES = {
+    "steady": "the workload's steady state; impact is time in it",
+    "startup": "one-time start-up and warm-up; ranked after every steady-state finding",
+    "capture": "the profile itself rather than the workload (a profile note; impact is 0)",
+}
+
 # The fixed tag vocabulary, with what each tag means (docs/tags.md is generated from it).
 TAGS = {
     "launch-bound": "The GPU waits for the CPU to launch many small kernels one by one.",
@@ -38,6 +46,10 @@ TAGS = {
 
 def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
+
+
+def scope_rank(scope: str) -> int:
+    return list(SCOPES).index(scope)
 
 
 def fmt_ns(ns: float) -> str:
@@ -88,6 +100,7 @@ class Rule:
     explanation: dict[str, str]
     references: list[dict[str, str]] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
+    scope: str = "steady"
     path: Path | None = None
     test_path: Path | None = None
 
@@ -103,6 +116,10 @@ class Finding:
     recommendation: str
     evidence: dict[str, Any]
     references: list[dict[str, str]] = field(default_factory=list)
+    scope: str = "steady"
+    # The time the impact is a share of: the GPU's steady state (or, for start-up findings,
+    # its activity window), from the finding's own window_ns where the rule gives one.
+    window_ns: int | None = None
     # The rule's templates and the row that filled them, so that a renderer can fill them
     # again with the values escaped for its format (kernel names and NVTX text are
     # untrusted; the rule's own text is not).

@@ -23,7 +23,18 @@ import yaml
 
 from nsight_doctor.db import plain, scalar
 from nsight_doctor.errors import RuleError
-from nsight_doctor.model import SEVERITIES, TAGS, Finding, Rule, Skipped, Threshold, fill, severity_rank
+from nsight_doctor.model import (
+    SCOPES,
+    SEVERITIES,
+    TAGS,
+    Finding,
+    Rule,
+    Skipped,
+    Threshold,
+    fill,
+    scope_rank,
+    severity_rank,
+)
 
 PARAM_RE = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
@@ -43,6 +54,7 @@ def validator() -> jsonschema.protocols.Validator:
     schema = json.loads(resources.files("nsight_doctor").joinpath("rule_schema.json").read_text())
     schema["properties"]["severity"]["enum"] = SEVERITIES
     schema["properties"]["tags"]["items"]["enum"] = list(TAGS)
+    schema["properties"]["scope"]["enum"] = list(SCOPES)
     return jsonschema.validators.validator_for(schema)(schema)
 
 
@@ -93,6 +105,7 @@ def load_rule(path: Path) -> Rule:
         recommendation=data["recommendation"],
         impact=data["impact"],
         explanation=data["explanation"],
+        scope=data.get("scope", "steady"),
         references=data.get("references", []),
         details=data.get("details", {}),
         path=path,
@@ -246,6 +259,8 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
                 recommendation=render_template(rule, rule.recommendation, values).strip(),
                 evidence=evidence,
                 references=list(rule.references),
+                scope=rule.scope,
+                window_ns=round(row["window_ns"]) if isinstance(row.get("window_ns"), (int, float)) else None,
                 templates={"title": rule.title, "message": rule.message, "recommendation": rule.recommendation.strip()},
                 values=values,
             )
@@ -263,8 +278,9 @@ def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
-    """Most recoverable time first; severity breaks ties, then the rule id for stability."""
-    return sorted(findings, key=lambda f: (-f.impact_ns, -severity_rank(f.severity), f.rule_id))
+    """Steady-state findings first, then start-up, then profile notes; within each, most
+    recoverable time first, severity breaking ties, then the rule id for stability."""
+    return sorted(findings, key=lambda f: (scope_rank(f.scope), -f.impact_ns, -severity_rank(f.severity), f.rule_id))
 
 
 def render_template(rule: Rule, template: str, values: dict[str, Any]) -> str:

@@ -141,6 +141,9 @@ class Sync(Section):
     VIEW: ClassVar[str] = "summary_sync"
     count: int
     total_ns: int
+    blocking_count: int
+    blocking_ns: int
+    steady_blocking_count: int
     by_api: list[BlockingApi] = child("every blocking call by API (summary_blocking_by_api)")
 
 
@@ -211,7 +214,9 @@ class Nvtx(Section):
     text: str | None
     domain: str | None
     count: int
+    processes: int
     cpu_ns: int | None
+    cpu_ns_per_process: float | None
     gpu_ns: int | None
     gpu_ops: int | None
     median_gpu_span_ns: float | None
@@ -293,10 +298,83 @@ class Ncu(Section):
 
 
 @dataclass
+class PhaseKernel(Section):
+    """A top kernel of a phase; the view's device_id and phase place it."""
+
+    VIEW: ClassVar[str] = "summary_phase_kernels"
+    LIMIT: ClassVar[int | None] = 5
+    name: str | None
+    count: int
+    total_ns: int
+    share_pct: float | None
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", "phase", *super().columns()]
+
+
+@dataclass
+class Phase(Section):
+    VIEW: ClassVar[str] = "summary_phases"
+    device_id: int
+    phase: int
+    name: str
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    source: str
+    busy_pct: float | None
+    kernel_ns: int
+    steps: int | None
+    step_ns_median: float | None
+    step_ns_p90: float | None
+    steady: bool
+    top_kernels: list[PhaseKernel] = child("the phase's top 5 kernels by time (summary_phase_kernels)", [])
+
+
+@dataclass
+class SteadyState(Section):
+    VIEW: ClassVar[str] = "summary_steady_state"
+    start_ns: int
+    end_ns: int
+    window_ns: int
+    busy_pct: float | None
+    kind: str
+    steps: int | None
+    step_ns_median: float | None
+    step_ns_p90: float | None
+    share_pct: float | None
+    gpus: int
+
+
+@dataclass
+class KernelCategory(Section):
+    VIEW: ClassVar[str] = "summary_kernel_categories"
+    category: str | None
+    count: int
+    total_ns: int
+    share_pct: float | None
+    scope: str
+
+
+@dataclass
+class Framework(Section):
+    VIEW: ClassVar[str] = "summary_framework"
+    name: str
+    version: str | None
+    evidence: str | None
+
+
+@dataclass
 class Summary:
     """Everything the renderers show before the findings."""
 
     capture: Capture = child("the capture as a whole (summary_capture)", flatten=True)
+    framework: Framework = child("the serving framework or library that produced the profile (summary_framework)")
+    phases: list[Phase] = child("each GPU's phases in time order (summary_phases)")
+    kernel_categories: list[KernelCategory] = child(
+        "kernel time by category, over the steady state where there is one (summary_kernel_categories)"
+    )
     gpus: list[Gpu] = child("one object per GPU (summary_gpus)")
     kernels: Kernels = child("kernel statistics (summary_kernels)", flatten=True)
     top_kernels: list[TopKernel] = child("the top 10 kernels and graphs by total time (summary_top_kernels)")
@@ -306,6 +384,9 @@ class Summary:
     launch: Launch = child("launch calls (summary_launch)")
     idle: Idle = child("idle gaps (summary_idle)")
     nvtx: list[Nvtx] = child("GPU time per NVTX range, top 20 (summary_nvtx)")
+    steady_state: SteadyState | None = child(
+        "the steady state the findings are measured on (summary_steady_state), left out when there is none", None
+    )
     gpu_metrics: dict[str, dict[str, MetricAverage]] | None = child(
         "only when sampled: per device id, per key (sm_active, sm_issue, tensor_active, dram_read, "
         "dram_write), the metric's averages (summary_gpu_metrics)",

@@ -14,12 +14,14 @@ from nsight_doctor.sections import (
     BlockingApi,
     Capture,
     Communication,
+    Framework,
     Gap,
     GapCall,
     Gpu,
     Idle,
     IdleBucket,
     IdleCause,
+    KernelCategory,
     Kernels,
     Launch,
     Memcpy,
@@ -30,7 +32,10 @@ from nsight_doctor.sections import (
     NcuGroup,
     NcuReport,
     Nvtx,
+    Phase,
+    PhaseKernel,
     Section,
+    SteadyState,
     Summary,
     Sync,
     TopKernel,
@@ -53,6 +58,10 @@ def fetch_one(con: duckdb.DuckDBPyConnection, cls: type[S], **children: Any) -> 
 def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary:
     return Summary(
         capture=fetch_one(con, Capture),
+        framework=fetch_one(con, Framework),
+        phases=phases(con),
+        steady_state=next(iter(fetch(con, SteadyState)), None),
+        kernel_categories=fetch(con, KernelCategory),
         gpus=fetch(con, Gpu),
         kernels=fetch_one(con, Kernels),
         top_kernels=fetch(con, TopKernel),
@@ -90,6 +99,19 @@ def largest(con: duckdb.DuckDBPyConnection, n: int) -> list[Gap]:
             ],
         )
         for g in gaps
+    ]
+
+
+def phases(con: duckdb.DuckDBPyConnection) -> list[Phase]:
+    """Each GPU's phases, each with its top kernels."""
+    top: dict[tuple[int, int], list[PhaseKernel]] = {}
+    for r in db.rows(con, f"SELECT * FROM {PhaseKernel.VIEW}"):
+        key = (r.pop("device_id"), r.pop("phase"))
+        if len(top.setdefault(key, [])) < (PhaseKernel.LIMIT or 0):
+            top[key].append(PhaseKernel.from_row(r))
+    return [
+        Phase.from_row(r, top_kernels=top.get((r["device_id"], r["phase"]), []))
+        for r in db.rows(con, f"SELECT * FROM {Phase.VIEW}")
     ]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsight_doctor.model import Diagnosis, fmt_bytes, fmt_ns
-from nsight_doctor.sections import Summary
+from nsight_doctor.model import Diagnosis, Finding, fmt_bytes, fmt_ns
+from nsight_doctor.sections import Nvtx, Summary
 
 
 def pct(v: float | None) -> str:
@@ -37,8 +37,11 @@ def summary_rows(d: Diagnosis) -> Rows:
     rows: Rows = []
     for section in (
         capture_rows(s),
+        steady_rows(s),
+        phase_rows(s),
         gpu_rows(s),
         kernel_rows(s),
+        category_rows(s),
         memcpy_rows(s),
         memset_rows(s),
         blocking_rows(s),
@@ -72,10 +75,69 @@ def capture_rows(s: Summary) -> Rows:
     return rows
 
 
+def steady_rows(s: Summary) -> Rows:
+    rows = []
+    if s.framework.name != "unknown":
+        rows.append(("Framework", f"{s.framework.name} ({s.framework.evidence})"))
+    st = s.steady_state
+    if st is None:
+        if s.capture.gpu_window_ns:
+            rows.append(("Steady state", "none found: the capture holds only start-up and warm-up"))
+        return rows
+    steps = ""
+    if st.steps:
+        steps = (
+            f", {count(st.steps)} steps of median {fmt_ns(st.step_ns_median or 0)} (p90 {fmt_ns(st.step_ns_p90 or 0)})"
+        )
+    gpus = f" on {st.gpus} GPUs" if st.gpus > 1 else ""
+    rows.append(
+        (
+            "Steady state",
+            (
+                f"{st.kind}{steps}; {fmt_ns(st.window_ns)}{gpus} ({pct(st.share_pct)} of the activity window), "
+                f"GPU busy {pct(st.busy_pct)}"
+            ),
+        )
+    )
+    return rows
+
+
+PHASES_SHOWN = 8
+
+
+def phase_rows(s: Summary) -> Rows:
+    """One line per GPU: its phases in order (the JSON output has every one)."""
+    rows = []
+    by_gpu: dict[int, list] = {}
+    for p in s.phases:
+        by_gpu.setdefault(p.device_id, []).append(p)
+    for i, (dev, phases) in enumerate(by_gpu.items()):
+        parts = []
+        for p in phases[:PHASES_SHOWN]:
+            steps = ""
+            if p.steps and p.step_ns_median:
+                steps = f", {count(p.steps)} step{'s' if p.steps > 1 else ''} of {fmt_ns(p.step_ns_median)}"
+            parts.append(f"{p.name} {fmt_ns(p.duration_ns)} (busy {pct(p.busy_pct)}{steps})")
+        more = f" ... and {len(phases) - PHASES_SHOWN} more" if len(phases) > PHASES_SHOWN else ""
+        label = f"GPU {dev}: " if len(by_gpu) > 1 else ""
+        rows.append(("Phases" if i == 0 else "", label + " -> ".join(parts) + more))
+    return rows
+
+
+def category_rows(s: Summary) -> Rows:
+    cats = [c for c in s.kernel_categories if c.total_ns]
+    if not cats:
+        return []
+    where = "steady state" if cats[0].scope == "steady" else "whole capture"
+    shown = ", ".join(f"{c.category} {pct(c.share_pct)}" for c in cats[:7])
+    return [(f"Kernel time ({where})", shown)]
+
+
 def gpu_rows(s: Summary) -> Rows:
     rows = []
+    dormant = [g for g in s.gpus if not g.busy_ns and g.name]
     for g in s.gpus:
-        if not g.busy_ns and not g.name:
+        if not g.busy_ns:
             continue
         parts = [f"busy {pct(g.busy_pct)}"]
         for ns, label in (
@@ -87,6 +149,10 @@ def gpu_rows(s: Summary) -> Rows:
             if ns:
                 parts.append(f"{label} {fmt_ns(ns)}")
         rows.append((f"GPU {g.device_id} {g.name or ''}".strip(), ", ".join(parts)))
+    if dormant:
+        ids = ", ".join(str(g.device_id) for g in dormant)
+        names = ", ".join(sorted({g.name or "?" for g in dormant}))
+        rows.append((f"GPU{'s' if len(dormant) > 1 else ''} {ids}", f"{names}: no GPU work"))
     return rows
 
 
@@ -131,15 +197,18 @@ def memset_rows(s: Summary) -> Rows:
 
 def blocking_rows(s: Summary) -> Rows:
     sy = s.sync
-    if not (sy.count or sy.by_api):
+    if not sy.blocking_count:
         return []
     apis = ", ".join(f"{r.name} {count(r.count)}x" for r in sy.by_api[:3])
-    return [
-        (
-            "Blocking calls",
-            f"{count(sy.count)} synchronize calls, {fmt_ns(sy.total_ns)}" + (f" ({apis})" if apis else ""),
-        )
-    ]
+    if len(sy.by_api) > 3:
+        rest = sum(r.count for r in sy.by_api[3:])
+        apis += f", {count(rest)} in {len(sy.by_api) - 3} other APIs"
+    syncs = f", {count(sy.count)} of them synchronize calls" if sy.count != sy.blocking_count else ""
+    value = (
+        f"{count(sy.blocking_count)}, {fmt_ns(sy.blocking_ns)} ({apis}{syncs}); "
+        f"{count(sy.steady_blocking_count)} in the steady state"
+    )
+    return [("Blocking calls", value)]
 
 
 def launch_rows(s: Summary) -> Rows:
@@ -160,7 +229,7 @@ def idle_rows(s: Summary) -> Rows:
     hist = ", ".join(f"{h.bucket} {count(h.count)}" for h in idle.histogram if h.count)
     rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"), ("", f"by length: {hist}")]
     gaps = []
-    for g in idle.largest[:3]:
+    for g in idle.largest:
         calls = ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call"
         gaps.append(
             f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
@@ -172,11 +241,19 @@ def idle_rows(s: Summary) -> Rows:
 def nvtx_rows(s: Summary) -> Rows:
     return labelled(
         "NVTX ranges",
-        [
-            f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
-            f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
-            for n in s.nvtx[:5]
-        ],
+        [nvtx_line(n) for n in s.nvtx[:5]],
+    )
+
+
+def nvtx_line(n: Nvtx) -> str:
+    if n.processes > 1:
+        return (
+            f"{n.text or '(unnamed)'} x{count(n.count)} in {n.processes} processes: CPU "
+            f"{fmt_ns(n.cpu_ns_per_process or 0)} per process, GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
+        )
+    return (
+        f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
+        f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
     )
 
 
@@ -245,8 +322,17 @@ def ncu_rows(s: Summary) -> Rows:
     )
 
 
-def impact_text(impact_ns: int, window_ns: int | None) -> str:
-    if not impact_ns:
-        return "no recoverable time (profile note)"
-    share = f", {pct(100 * impact_ns / window_ns)} of the GPU window" if window_ns else ""
-    return f"recovers up to {fmt_ns(impact_ns)}{share}"
+def impact_text(f: Finding, d: Diagnosis) -> str:
+    """The finding's impact as a share of its own window: its GPU's steady state (one-time
+    start-up findings: its activity window), else the steady state over all GPUs."""
+    if f.scope == "capture":
+        return "a note on the capture itself"
+    steady = d.summary.steady_state
+    window = f.window_ns or (steady.window_ns if steady else d.summary.capture.gpu_window_ns)
+    where = "of the steady state" if f.scope == "steady" else "of the activity window"
+    share = f", {pct(100 * f.impact_ns / window)} {where}" if window else ""
+    if f.scope == "startup":
+        return f"one-time: {fmt_ns(f.impact_ns)} idle{share}"
+    if not f.impact_ns:
+        return "no GPU time of its own to recover (see its evidence)"
+    return f"recovers up to {fmt_ns(f.impact_ns)}{share}"

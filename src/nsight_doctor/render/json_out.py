@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nsight_doctor.model import SEVERITIES, TAGS, Diagnosis
+from nsight_doctor.model import SCOPES, SEVERITIES, TAGS, Diagnosis
 from nsight_doctor.sections import json_schema
 
 SCHEMA_VERSION = 1
@@ -36,7 +36,9 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
                 "title": f.title,
                 "severity": f.severity,
                 "tags": f.tags,
+                "scope": f.scope,
                 "impact_ns": f.impact_ns,
+                "window_ns": f.window_ns,
                 "message": f.message,
                 "recommendation": f.recommendation,
                 "evidence": f.evidence,
@@ -93,6 +95,7 @@ def report_schema() -> dict[str, Any]:
                     "required": [
                         "rank",
                         "rule_id",
+                        "scope",
                         "title",
                         "severity",
                         "tags",
@@ -108,7 +111,9 @@ def report_schema() -> dict[str, Any]:
                         "title": {"type": "string"},
                         "severity": {"enum": SEVERITIES},
                         "tags": {"type": "array", "items": {"enum": list(TAGS)}},
+                        "scope": {"enum": list(SCOPES)},
                         "impact_ns": {"type": "integer", "minimum": 0},
+                        "window_ns": {"type": ["integer", "null"], "minimum": 0},
                         "message": {"type": "string"},
                         "recommendation": {"type": "string"},
                         "evidence": {"type": "object"},

@@ -43,11 +43,10 @@ def render(d: Diagnosis) -> str:
     names = ", ".join(escape(i["path"].rsplit("/", 1)[-1]) for i in d.inputs)
     out.append(f"# nsight-doctor diagnosis: {names}")
     out.append("")
-    window = d.summary.capture.gpu_window_ns
-    work = [f for f in d.findings if f.impact_ns]
+    work = [f for f in d.findings if f.scope == "steady" and f.impact_ns]
     if work:
         top = work[0]
-        out.append(f"**Top finding:** {top.render('title', escape)} ({escape(impact_text(top.impact_ns, window))}).")
+        out.append(f"**Top finding:** {top.render('title', escape)} ({escape(impact_text(top, d))}).")
         out.append("")
     out.append("## Summary")
     out.append("")
@@ -65,7 +64,7 @@ def render(d: Diagnosis) -> str:
         out.append(f"### {i}. {f.render('title', escape)}")
         out.append("")
         out.append(
-            f"*Severity:* {f.severity} · *Impact:* {escape(impact_text(f.impact_ns, window))} · "
+            f"*Severity:* {f.severity} · *Scope:* {f.scope} · *Impact:* {escape(impact_text(f, d))} · "
             f"*Rule:* `{f.rule_id}` · *Tags:* {', '.join(f.tags)}"
         )
         out.append("")

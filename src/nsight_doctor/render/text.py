@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from nsight_doctor.model import Diagnosis
+from nsight_doctor.model import Diagnosis, Finding
 from nsight_doctor.render.common import impact_text, input_line, summary_rows
 
 WIDTH = 100
@@ -24,19 +24,20 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
     for label, value in rows:
         out.extend(wrap(sanitize(value), f"  {label.ljust(width)}  ", " " * (width + 4)))
     out.append("")
-    window = d.summary.capture.gpu_window_ns
-    work = [f for f in d.findings if f.impact_ns]
-    notes = [f for f in d.findings if not f.impact_ns]
+    work = [f for f in d.findings if f.scope == "steady"]
+    onetime = [f for f in d.findings if f.scope == "startup"]
+    notes = [f for f in d.findings if f.scope == "capture"]
     if work:
-        out.append(bold("Findings, ranked by the time a fix would recover"))
-        for i, f in enumerate(work, 1):
-            out.append("")
-            out.extend(wrap(sanitize(f"{i}. [{f.severity}] {f.title}"), "", "   "))
-            out.append(f"   {impact_text(f.impact_ns, window)}; rule {f.rule_id}")
-            out.extend(wrap(sanitize(f.message), "   ", "   "))
-            out.extend(wrap(sanitize(f.recommendation), "   -> ", "      "))
+        out.append(bold("Findings about the steady state, ranked by the time a fix would recover"))
     else:
-        out.append(bold("No performance findings."))
+        out.append(bold("No findings about the steady state."))
+    for i, f in enumerate(work, 1):
+        out.extend(finding_lines(d, f, i))
+    if onetime:
+        out.append("")
+        out.append(bold("Start-up and warm-up (one-time)"))
+        for i, f in enumerate(onetime, len(work) + 1):
+            out.extend(finding_lines(d, f, i))
     if notes:
         out.append("")
         out.append(bold("Profile notes"))
@@ -50,6 +51,16 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
         out.append("")
         out.extend(f"note: {sanitize(n)}" for n in d.notes)
     return "\n".join(out) + "\n"
+
+
+def finding_lines(d: Diagnosis, f: Finding, i: int) -> list[str]:
+    return [
+        "",
+        *wrap(sanitize(f"{i}. [{f.severity}] {f.title}"), "", "   "),
+        f"   {impact_text(f, d)}; rule {f.rule_id}",
+        *wrap(sanitize(f.message), "   ", "   "),
+        *wrap(sanitize(f.recommendation), "   -> ", "      "),
+    ]
 
 
 def wrap(text: str, first: str, rest: str) -> list[str]:

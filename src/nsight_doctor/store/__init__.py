@@ -24,11 +24,13 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
+import yaml
 
 from nsight_doctor import __version__
 from nsight_doctor.db import quiet
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, create_missing, load
+from nsight_doctor.store import taxonomy
 
 CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
 WORD = re.compile(r"\b\w+\b")
@@ -78,7 +80,21 @@ def documented_views() -> list[str]:
     return [n for n in view_order() if not n.startswith("_")]
 
 
+@lru_cache(maxsize=1)
+def advice_rows() -> list[tuple[str, str, str]]:
+    """(topic, framework, text) from advice.yaml."""
+    data = yaml.safe_load(resources.files("nsight_doctor.store").joinpath("advice.yaml").read_text())
+    return [
+        (topic, fw, " ".join(text.split())) for topic, by_fw in data["topics"].items() for fw, text in by_fw.items()
+    ]
+
+
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
+    # Data the views use, kept as files: the kernel taxonomy (its macro is generated from
+    # kernel_categories.yaml) and the advice in each framework's terms (advice.yaml).
+    con.execute(f"CREATE MACRO kernel_category(name, demangled) AS {taxonomy.case_sql('name', 'demangled')}")
+    con.execute("CREATE TABLE advice_t (topic VARCHAR, framework VARCHAR, text VARCHAR)")
+    con.executemany("INSERT INTO advice_t VALUES (?, ?, ?)", advice_rows())
     files = view_files()
     for name in view_order():
         try:

@@ -27,8 +27,9 @@ SELECT r.range_id, r.start, r."end", r.duration, r.pid, r.tid, r.text, r.domain,
        r.kind, greatest(run.depth, 0)::INTEGER AS depth, r.scope_tid
 FROM r JOIN run ON run.range_id = r.range_id AND run.d = 1;
 
--- GPU work projected onto NVTX ranges: an operation belongs to every range that was open on
--- the launching thread (push/pop) or process (start/end) when its API call began.
+-- GPU work projected onto NVTX ranges, per range and GPU: an operation belongs to every range
+-- that was open on the launching thread (push/pop) or process (start/end) when its API call
+-- began.
 CREATE TABLE nvtx_gpu_t AS
 WITH launches AS (
     SELECT o.device_id, o.start, o."end", o.duration, a.pid, a.tid, a.start AS t
@@ -48,6 +49,6 @@ WITH launches AS (
       ON r.kind = keyed.kind AND r.pid = keyed.pid AND r.scope_tid = keyed.scope_tid
          AND r.depth = keyed.depth AND keyed.t >= r.start
 )
-SELECT range_id, count(*) AS gpu_ops, sum(duration) AS gpu_time, min(start) AS gpu_start,
+SELECT range_id, device_id, count(*) AS gpu_ops, sum(duration) AS gpu_time, min(start) AS gpu_start,
        max("end") AS gpu_end
-FROM m WHERE t <= r_end GROUP BY range_id;
+FROM m WHERE t <= r_end GROUP BY range_id, device_id;

@@ -1,19 +1,40 @@
--- blocking_calls: API calls that held the CPU until GPU work finished: synchronize calls,
--- synchronous copies and memsets, and asynchronous copies from the device into pageable
--- memory (which the driver makes synchronous).
+-- blocking_calls: the API calls that held the CPU until GPU work finished: the one
+-- definition of a blocking call, used by the summary and every rule. Following the CUDA
+-- runtime's API synchronization behavior: synchronize calls; synchronous copies to or from
+-- host memory (not device-to-device or peer copies, which do not wait); asynchronous copies
+-- from the device into pageable host memory (which the driver makes synchronous); and
+-- synchronous memsets of pinned or managed host memory (other memsets do not wait).
 --
 -- start: call entry, ns.
 -- end: call return, ns.
 -- duration: end - start, ns.
 -- pid: operating-system process id.
 -- tid: thread id.
+-- device_id: the GPU the call waited for, where the trace links it to one (its copy, memset or
+--   synchronization record), else NULL.
 -- name: API name.
--- reason: sync, sync_copy (synchronous memcpy/memset) or pageable_copy.
+-- correlation_id: links the call to its copy, memset or synchronization record.
+-- reason: sync (a synchronize call), sync_copy (a synchronous copy), pageable_copy (an
+--   asynchronous copy into pageable memory) or sync_memset.
 CREATE TABLE blocking_calls AS
-SELECT a.start, a."end", a.duration, a.pid, a.tid, a.name,
-       CASE WHEN a.category = 'sync' THEN 'sync'
-            WHEN a.blocking THEN 'sync_copy'
-            ELSE 'pageable_copy' END AS reason
-FROM api_calls a
-LEFT JOIN memcpy m ON m.correlation_id = a.correlation_id AND m.pid = a.pid
-WHERE a.blocking OR (a.category = 'memcpy' AND m.direction IN ('DtoH', 'AtoH') AND m.dst_kind = 'pageable');
+WITH c AS (
+    SELECT a.start, a."end", a.duration, a.pid, a.tid, a.name, a.category, a.correlation_id,
+           contains(a.name, 'Async') AS async
+    FROM api_calls a WHERE a.category IN ('sync', 'memcpy', 'memset')
+), y AS (
+    SELECT correlation_id, pid, any_value(device_id) AS device_id FROM base_syncs GROUP BY ALL
+)
+SELECT c.start, c."end", c.duration, c.pid, c.tid,
+       coalesce(m.device_id, s.device_id, y.device_id) AS device_id, c.name, c.correlation_id,
+       CASE WHEN c.category = 'sync' THEN 'sync'
+            WHEN c.category = 'memset' THEN 'sync_memset'
+            WHEN c.async THEN 'pageable_copy'
+            ELSE 'sync_copy' END AS reason
+FROM c
+LEFT JOIN memcpy m ON m.correlation_id = c.correlation_id AND m.pid = c.pid AND c.category = 'memcpy'
+LEFT JOIN memset s ON s.correlation_id = c.correlation_id AND s.pid = c.pid AND c.category = 'memset'
+LEFT JOIN y ON y.correlation_id = c.correlation_id AND y.pid = c.pid AND c.category = 'sync'
+WHERE c.category = 'sync'
+   OR (c.category = 'memcpy' AND NOT c.async AND coalesce(m.direction, '') NOT IN ('DtoD', 'PtoP', 'AtoA', 'AtoD', 'DtoA'))
+   OR (c.category = 'memcpy' AND c.async AND m.direction IN ('DtoH', 'AtoH') AND m.dst_kind = 'pageable')
+   OR (c.category = 'memset' AND NOT c.async AND s.mem_kind IN ('pinned', 'managed'));

@@ -22,7 +22,7 @@ WITH c AS (
     SELECT device_id, pid, stream_id, start, "end", duration, name,
            nullif(regexp_extract(name, '(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|SendRecv)', 1), '') AS op,
            row_number() OVER (PARTITION BY device_id, name ORDER BY start) AS seq
-    FROM kernels WHERE kernel_family(name) = 'communication'
+    FROM kernels WHERE category = 'communication'
 ), m AS (
     SELECT name, seq, count(*) AS ranks, min(duration) AS transfer_ns, max(start) AS last_start
     FROM c GROUP BY name, seq
@@ -31,7 +31,7 @@ WITH c AS (
     SELECT device_id, start, "end",
            max("end") OVER (PARTITION BY device_id ORDER BY start, "end"
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM kernels WHERE kernel_family(name) <> 'communication'
+    FROM kernels WHERE category <> 'communication'
 ), isl AS (
     SELECT device_id, min(start) AS s, max("end") AS e
     FROM (SELECT *, sum(CASE WHEN prev_end IS NULL OR start > prev_end THEN 1 ELSE 0 END)

@@ -1,5 +1,5 @@
--- gpu_gaps: idle intervals of each GPU between two busy intervals (gpu_busy), with what the
--- CPU was doing, so that each gap gets one cause.
+-- gpu_gaps: idle intervals of each GPU between two busy intervals (gpu_busy), each with one
+-- cause: what the CPU of the process that issued the next operation did for most of the gap.
 --
 -- device_id: CUDA device id.
 -- start: gap start (the GPU went idle), ns.
@@ -11,16 +11,34 @@
 -- launch_name: the API call that issued it (NULL when not traced).
 -- launch_start: when that call began on the CPU, ns.
 -- launch_end: when that call returned, ns.
--- blocking_name: the blocking call (blocking_calls) that returned during the gap, if any.
+-- first_launch: whether the operation that ended the gap is the first execution of its kernel
+--   on this GPU.
+-- blocking_name: the blocking call (blocking_calls) of that process, waiting for this GPU or an
+--   unknown one, that returned in the first half of the gap, if any.
 -- blocking_end: when it returned, ns.
--- api_ns: CPU time, within the gap, inside CUDA API calls other than launches, ns (computed
---   for gaps of 100 us or more, NULL for shorter ones).
--- cause: queued (the next operation was already issued: GPU-side dependency or latency),
---   sync (the CPU was blocked in a synchronizing call that returned during the gap, so the
---   GPU drained and waited for the CPU to refill it), launch (a gap under 100 us before a
---   late launch: per-operation CPU overhead of the framework and the launch call), api (a
---   longer gap, at least half of it inside other CUDA API calls: allocation, module
---   loading, ...), cpu (a longer gap with little CUDA activity: CPU work outside CUDA).
+-- blocking_reason: its reason (sync, sync_copy, pageable_copy or sync_memset).
+-- one_time_ns: CPU time, within the gap, in one-time CUDA work (api_calls.one_time: loading
+--   code, building graphs, creating streams and events, pinning host memory), ns; gaps of
+--   100 us or more only, else NULL (as for the next three columns).
+-- alloc_ns: CPU time within the gap in device memory allocation calls, ns.
+-- copy_ns: CPU time within the gap in copy and memset calls that do not block (e.g. staging
+--   pageable host data), ns.
+-- other_api_ns: CPU time within the gap in other CUDA calls (launches and blocking calls
+--   excluded), ns.
+-- top_api: the CUDA call with the most time in the gap, if any (gaps of 100 us or more).
+-- cause: launch (a per-operation launch cost: the GPU finished before the CPU issued the next
+--   operation, in a gap under 100 us or one spent mostly inside the launch call of the next
+--   kernel or graph, such as a CUDA graph launch; or, launch_side gpu, the next operation was already issued and the
+--   gap is under 20 us: the GPU's own cost between operations), queued (the
+--   next operation was already issued, and the GPU waited at least 20 us for something else:
+--   another stream, an event, another process), setup (a gap of 100 us or more, at least half
+--   of it in one-time CUDA work; or a gap of 1 ms or more before a kernel's first execution
+--   with a module load in it or a launch call lasting half of it: compiling and loading the
+--   kernel, as Triton's JIT or lazy loading do), api (at least half in other CUDA calls: allocation,
+--   non-blocking copies, ...), sync (a blocking call returned in the first half of a gap under
+--   10 ms: the GPU drained and waited for the CPU to refill it), or cpu (a gap of 100 us or
+--   more with the CPU mostly outside CUDA: host code).
+-- launch_side: for launch gaps, cpu (the CPU issued the operation late) or gpu; else NULL.
 CREATE TABLE gpu_gaps AS
 WITH b AS (
     SELECT device_id, start, "end",
@@ -32,54 +50,84 @@ WITH b AS (
     FROM gpu_busy WINDOW w AS (PARTITION BY device_id ORDER BY start)
 ), g AS (
     SELECT device_id, "end" AS start, next_start AS "end", next_start - "end" AS duration,
-           next_corr, next_pid AS pid, next_name AS next_op, next_kind
+           next_corr, next_pid AS pid, next_name AS next_op, next_kind,
+           "end" + (next_start - "end") // 2 AS mid
     FROM b WHERE next_start IS NOT NULL
+), firsts AS (
+    -- The first execution of each kernel name on each GPU.
+    SELECT device_id, name, min(start) AS start FROM gpu_ops WHERE kind = 'kernel' GROUP BY ALL
 ), l AS (
-    SELECT g.*, a.name AS launch_name, a.start AS launch_start, a."end" AS launch_end
+    SELECT g.*, a.name AS launch_name, a.start AS launch_start, a."end" AS launch_end,
+           a.category IN ('launch', 'graph_launch') AS is_launch, f.start IS NOT NULL AS first_launch
     FROM g LEFT JOIN api_calls a ON a.correlation_id = g.next_corr AND a.pid = g.pid
+    LEFT JOIN firsts f ON f.device_id = g.device_id AND f.name = g.next_op AND f.start = g."end"
+), devices AS (
+    SELECT DISTINCT pid, device_id FROM gpu_ops
+), bc AS (
+    -- Each blocking call once per GPU it may have waited for: its own, or every GPU of its
+    -- process when the trace does not say.
+    SELECT c.pid, coalesce(c.device_id, d.device_id) AS device_id, c.name, c."end", c.reason
+    FROM blocking_calls c LEFT JOIN devices d ON c.device_id IS NULL AND d.pid = c.pid
 ), k AS MATERIALIZED (
-    SELECT l.*, c.name AS blocking_name, c."end" AS blocking_end
-    FROM l ASOF LEFT JOIN blocking_calls c ON c.pid = l.pid AND l."end" >= c."end"
-), other_api AS (
-    SELECT pid, start, "end",
-           max("end") OVER (PARTITION BY pid ORDER BY start, "end"
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM api_calls WHERE category NOT IN ('launch', 'graph_launch')
-), islands AS (
-    SELECT pid, min(start) AS start, max("end") AS "end"
-    FROM (SELECT *, sum(CASE WHEN prev_end IS NULL OR start > prev_end THEN 1 ELSE 0 END)
-                    OVER (PARTITION BY pid ORDER BY start, "end" ROWS UNBOUNDED PRECEDING) AS island
-          FROM other_api)
-    GROUP BY pid, island
-), cover AS (
-    -- covered(t) = cum_before + min(max(t - start, 0), end - start) for the last island
-    -- that starts at or before t: CPU time inside API calls up to t.
-    SELECT pid, start, "end",
-           coalesce(sum("end" - start) OVER (PARTITION BY pid ORDER BY start
-                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS cum_before
-    FROM islands
+    SELECT l.*, c.name AS bc_name, c."end" AS bc_end, c.reason AS bc_reason
+    FROM l ASOF LEFT JOIN bc c ON c.pid = l.pid AND c.device_id = l.device_id AND l.mid >= c."end"
 ), long_gaps AS (
-    -- API time matters only for gaps of 100 us or more (shorter ones are launch gaps).
-    SELECT device_id, start, "end", pid FROM k WHERE duration >= 100000
-), c1 AS (
-    SELECT g.*, c.cum_before + least(greatest(g."end" - c.start, 0), c."end" - c.start) AS cov_end
-    FROM long_gaps g ASOF LEFT JOIN cover c ON c.pid = g.pid AND g."end" >= c.start
-), c2 AS (
-    SELECT c1.device_id, c1.start,
-           coalesce(cov_end, 0)
-           - coalesce(c.cum_before + least(greatest(c1.start - c.start, 0), c."end" - c.start), 0) AS api_ns
-    FROM c1 ASOF LEFT JOIN cover c ON c.pid = c1.pid AND c1.start >= c.start
+    SELECT device_id, start, "end", duration, pid FROM k WHERE duration >= 100000
+), cpu AS (
+    -- What the CPU was doing during each long gap, by kind of CUDA call (launches and the
+    -- calls that blocked are counted elsewhere).
+    SELECT g.device_id, g.start, a.name, a.category, a.one_time,
+           least(a."end", g."end") - greatest(a.start, g.start) AS overlap
+    FROM long_gaps g
+    JOIN api_calls a ON a.pid = g.pid AND a.start < g."end" AND a."end" > g.start
+    LEFT JOIN blocking_calls x ON x.pid = a.pid AND x.tid = a.tid AND x.start = a.start
+    WHERE a.category NOT IN ('launch', 'graph_launch', 'sync') AND x.start IS NULL
+), a AS (
+    SELECT device_id, start,
+           coalesce(sum(overlap) FILTER (WHERE one_time), 0) AS one_time_ns,
+           coalesce(sum(overlap) FILTER (WHERE category = 'alloc'), 0) AS alloc_ns,
+           coalesce(sum(overlap) FILTER (WHERE category IN ('memcpy', 'memset')), 0) AS copy_ns,
+           coalesce(sum(overlap) FILTER (WHERE category = 'other'), 0) AS other_api_ns,
+           arg_max(name, overlap) AS top_api
+    FROM cpu GROUP BY ALL
+), c AS (
+    SELECT k.*,
+           CASE WHEN k.duration >= 100000 THEN coalesce(a.one_time_ns, 0) END AS one_time_ns,
+           CASE WHEN k.duration >= 100000 THEN coalesce(a.alloc_ns, 0) END AS alloc_ns,
+           CASE WHEN k.duration >= 100000 THEN coalesce(a.copy_ns, 0) END AS copy_ns,
+           CASE WHEN k.duration >= 100000 THEN coalesce(a.other_api_ns, 0) END AS other_api_ns,
+           a.top_api, coalesce(k.bc_end >= k.start, false) AS synced
+    FROM k LEFT JOIN a ON a.device_id = k.device_id AND a.start = k.start
 )
-SELECT k.device_id, k.start, k."end", k.duration, k.pid, k.next_op, k.next_kind, k.launch_name,
-       k.launch_start, k.launch_end,
-       CASE WHEN k.blocking_end >= k.start THEN k.blocking_name END AS blocking_name,
-       CASE WHEN k.blocking_end >= k.start THEN k.blocking_end END AS blocking_end,
-       c2.api_ns,
+SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, launch_start,
+       launch_end, first_launch,
+       CASE WHEN synced THEN bc_name END AS blocking_name,
+       CASE WHEN synced THEN bc_end END AS blocking_end,
+       CASE WHEN synced THEN bc_reason END AS blocking_reason,
+       one_time_ns, alloc_ns, copy_ns, other_api_ns, top_api,
        CASE
-           WHEN k.launch_end IS NOT NULL AND k.launch_end <= k.start THEN 'queued'
-           WHEN k.blocking_end >= k.start THEN 'sync'
-           WHEN k.duration < 100000 THEN 'launch'
-           WHEN 2 * c2.api_ns >= k.duration THEN 'api'
+           WHEN launch_end IS NOT NULL AND launch_end <= start AND duration < 20000 THEN 'launch'
+           WHEN launch_end IS NOT NULL AND launch_end <= start THEN 'queued'
+           WHEN duration >= 100000 AND 2 * one_time_ns >= duration THEN 'setup'
+           -- Before a kernel's first launch: compiling and loading it (JIT, lazy module loading).
+           WHEN duration >= 1000000 AND first_launch
+                AND (one_time_ns > 0 OR 2 * (launch_end - launch_start) >= duration) THEN 'setup'
+           -- Most of the gap inside the launch call of the next kernel or graph (a graph launch).
+           WHEN is_launch AND 2 * (launch_end - greatest(launch_start, start)) >= duration THEN 'launch'
+           WHEN duration >= 100000 AND 2 * (alloc_ns + copy_ns + other_api_ns) >= duration THEN 'api'
+           WHEN synced AND duration < 10000000 THEN 'sync'
+           WHEN duration < 100000 THEN 'launch'
            ELSE 'cpu'
-       END AS cause
-FROM k LEFT JOIN c2 ON c2.device_id = k.device_id AND c2.start = k.start;
+       END AS cause,
+       CASE
+           WHEN launch_end IS NOT NULL AND launch_end <= start AND duration < 20000 THEN 'gpu'
+           WHEN launch_end IS NOT NULL AND launch_end <= start THEN NULL
+           WHEN duration >= 100000 AND 2 * one_time_ns >= duration THEN NULL
+           WHEN duration >= 1000000 AND first_launch
+                AND (one_time_ns > 0 OR 2 * (launch_end - launch_start) >= duration) THEN NULL
+           WHEN is_launch AND 2 * (launch_end - greatest(launch_start, start)) >= duration THEN 'cpu'
+           WHEN duration >= 100000 AND 2 * (alloc_ns + copy_ns + other_api_ns) >= duration THEN NULL
+           WHEN synced AND duration < 10000000 THEN NULL
+           WHEN duration < 100000 THEN 'cpu'
+       END AS launch_side
+FROM c;

@@ -26,6 +26,9 @@
 -- graph_node_id: CUDA graph node id, when the kernel ran inside a graph.
 -- graph_id: CUDA graph id, where the export records it (nsys 2026.1 and newer).
 -- in_graph: whether the kernel ran inside a CUDA graph.
+-- category: the kernel's category from its name: gemm, attention, norm, activation, rotary,
+--   kv-cache, communication, moe, sampling, embedding, quantization, ssm, elementwise,
+--   reduction, memcpy, attention-unfused or other (store/kernel_categories.yaml).
 CREATE VIEW kernels AS
 SELECT k.start, k."end", k."end" - k.start AS duration,
        k.device_id, k.context_id, k.stream_id, k.correlation_id, k.pid,
@@ -36,7 +39,10 @@ SELECT k.start, k."end", k."end" - k.start AS duration,
        k.registers_per_thread, k.static_smem_bytes, k.dynamic_smem_bytes,
        k.local_mem_per_thread,
        k.graph_node_id, k.graph_id,
-       k.graph_node_id IS NOT NULL OR k.graph_id IS NOT NULL AS in_graph
+       k.graph_node_id IS NOT NULL OR k.graph_id IS NOT NULL AS in_graph,
+       c.category
 FROM base_kernels k
+LEFT JOIN kernel_classes_t c
+  ON c.short_name_id IS NOT DISTINCT FROM k.short_name_id AND c.demangled_name_id IS NOT DISTINCT FROM k.demangled_name_id
 LEFT JOIN base_strings s ON s.id = k.short_name_id
 LEFT JOIN base_strings d ON d.id = k.demangled_name_id;

@@ -7,7 +7,7 @@
 -- name: short kernel name (matches kernels.name of Nsight Systems).
 -- launch: name and launch configuration, name<<<(grid),(block)>>>: the key of ncu_groups.
 -- demangled_name: full demangled name.
--- family: attention, gemm, communication, norm, reduction, rotary, indexing, elementwise or other, from the name.
+-- family: the kernel's category from its name (as kernels.category: gemm, attention, norm, ...).
 -- nvtx: the NVTX ranges open when it ran (with --nvtx), e.g. "decode_step".
 -- sections: the report sections collected for it, comma-separated (e.g. LaunchStats,Occupancy,SpeedOfLight).
 -- device_name: the GPU, e.g. "NVIDIA H200".
@@ -83,7 +83,7 @@ WITH m AS (
 )
 SELECT action_id, report_id, name,
        name || '<<<(' || grid_x || ',' || grid_y || ',' || grid_z || '),(' || block_x || ',' || block_y || ',' || block_z || ')>>>' AS launch,
-       demangled_name, kernel_family(name) AS family, nvtx, sections,
+       demangled_name, kernel_category(name, demangled_name) AS family, nvtx, sections,
        device_name, sm_count,
        CASE WHEN cc_major IS NOT NULL THEN cc_major || '.' || cc_minor END AS compute_capability,
        grid_x, grid_y, grid_z, block_x, block_y, block_z, grid_size, block_size,

@@ -5,6 +5,7 @@
 -- range_id: id of the range.
 -- text: the range's message.
 -- domain: NVTX domain (NULL for the default domain).
+-- pid: operating-system process id of the thread that opened it.
 -- kind: push_pop or start_end.
 -- depth: nesting depth (see nvtx_ranges).
 -- start: range start on the CPU, ns.
@@ -15,7 +16,10 @@
 -- gpu_start: start of the first of them on the GPU, ns.
 -- gpu_end: end of the last of them on the GPU, ns.
 CREATE VIEW nvtx_gpu AS
-SELECT r.range_id, r.text, r.domain, r.kind, r.depth, r.start, r."end", r.duration,
+SELECT r.range_id, r.text, r.domain, r.pid, r.kind, r.depth, r.start, r."end", r.duration,
        coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_time, 0) AS gpu_time,
        g.gpu_start, g.gpu_end
-FROM nvtx_ranges_t r LEFT JOIN nvtx_gpu_t g ON g.range_id = r.range_id;
+FROM nvtx_ranges_t r
+LEFT JOIN (SELECT range_id, sum(gpu_ops) AS gpu_ops, sum(gpu_time) AS gpu_time, min(gpu_start) AS gpu_start,
+                  max(gpu_end) AS gpu_end
+           FROM nvtx_gpu_t GROUP BY range_id) g ON g.range_id = r.range_id;

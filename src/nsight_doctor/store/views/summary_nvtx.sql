@@ -4,12 +4,15 @@
 -- text: the range's message.
 -- domain: NVTX domain (NULL for the default domain).
 -- count: ranges.
--- cpu_ns: their total length on the CPU, ns.
+-- processes: processes that opened them (one per rank in a multi-process capture).
+-- cpu_ns: their total length on the CPU, summed over processes, ns.
+-- cpu_ns_per_process: cpu_ns / processes, ns.
 -- gpu_ns: GPU time of the operations issued inside them, ns.
 -- gpu_ops: those operations.
 -- median_gpu_span_ns: median, over the ranges, of the span from their first operation's start to their last one's end on the GPU, ns.
 CREATE VIEW summary_nvtx AS
-SELECT text, domain, count(*) AS count, sum(duration) AS cpu_ns,
+SELECT text, domain, count(*) AS count, count(DISTINCT pid) AS processes, sum(duration) AS cpu_ns,
+       sum(duration) / count(DISTINCT pid) AS cpu_ns_per_process,
        sum(gpu_time) AS gpu_ns, sum(gpu_ops) AS gpu_ops,
        median(gpu_end - gpu_start) AS median_gpu_span_ns
 FROM nvtx_gpu GROUP BY text, domain ORDER BY gpu_ns DESC NULLS LAST, cpu_ns DESC, text;

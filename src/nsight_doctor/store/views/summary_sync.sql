@@ -1,6 +1,16 @@
--- summary_sync: synchronize calls over the whole capture (one row).
+-- summary_sync: synchronize and other blocking calls over the whole capture (one row).
 --
 -- count: calls of the cuda*/cu*Synchronize family.
 -- total_ns: time the CPU spent in them, ns.
+-- blocking_count: every call that held the CPU until GPU work finished (blocking_calls): the
+--   synchronize calls and the blocking copies and memsets.
+-- blocking_ns: time the CPU spent in them, ns.
+-- steady_blocking_count: those made in a GPU's steady state (the ones findings count).
 CREATE VIEW summary_sync AS
-SELECT count(*) AS count, coalesce(sum(duration), 0) AS total_ns FROM api_calls WHERE category = 'sync';
+SELECT (SELECT count(*) FROM api_calls WHERE category = 'sync') AS count,
+       (SELECT coalesce(sum(duration), 0) FROM api_calls WHERE category = 'sync') AS total_ns,
+       (SELECT count(*) FROM blocking_calls) AS blocking_count,
+       (SELECT coalesce(sum(duration), 0) FROM blocking_calls) AS blocking_ns,
+       (SELECT count(*) FROM blocking_calls c WHERE EXISTS (
+            SELECT 1 FROM steady_state s WHERE c.start >= s.start AND c.start <= s."end"
+              AND coalesce(c.device_id, s.device_id) = s.device_id)) AS steady_blocking_count;

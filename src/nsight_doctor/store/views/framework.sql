@@ -1,0 +1,59 @@
+-- framework: the serving framework or library that produced the profile, from what the
+-- capture recorded, strongest signal first: the command line (nsys 2024.x and newer record it)
+-- and the NVTX step ranges of an engine (3); kernel namespaces such as vllm:: or sgl_kernel
+-- (2); environment variable names such as VLLM_* or HF_* (1); PyTorch's own kernels (0). One
+-- row; name is unknown when nothing points anywhere.
+--
+-- name: vllm, sglang, tensorrt-llm, transformers, pytorch or unknown.
+-- version: the framework's version where the capture records it, else NULL.
+-- evidence: the signals that point to it, strongest first.
+-- command: the captured command line, when recorded.
+CREATE VIEW framework AS
+WITH args AS (
+    SELECT name, value,
+           CASE WHEN ends_with(name, ':COMMAND') THEN -1
+                ELSE TRY_CAST(regexp_extract(name, ':ARGUMENT_([0-9]+)$', 1) AS INTEGER) END AS pos
+    FROM base_capture_meta
+    WHERE starts_with(name, 'PROCESS_0:') AND (ends_with(name, ':COMMAND') OR regexp_matches(name, ':ARGUMENT_[0-9]+$'))
+), cmd AS (
+    SELECT string_agg(value, ' ' ORDER BY pos) AS command FROM args
+), env AS (
+    SELECT split_part(value, '=', 1) AS var FROM base_capture_meta WHERE ends_with(name, ':ENVIRONMENT_VARIABLE')
+), nv AS (
+    SELECT DISTINCT coalesce(n.text, s.value) AS text
+    FROM base_nvtx n LEFT JOIN base_strings s ON s.id = n.text_id
+), kn AS (
+    SELECT DISTINCT s.value AS name, d.value AS demangled
+    FROM kernel_classes_t k
+    LEFT JOIN base_strings s ON s.id = k.short_name_id LEFT JOIN base_strings d ON d.id = k.demangled_name_id
+), signals(name, strength, evidence) AS (
+    SELECT 'vllm', 3, 'command line: vllm' FROM cmd WHERE regexp_matches(lower(command), '(^|[ /])vllm([ ./]|$)|vllm\.entrypoints|-m vllm')
+    UNION ALL SELECT 'sglang', 3, 'command line: sglang' FROM cmd WHERE regexp_matches(lower(command), 'sglang')
+    UNION ALL SELECT 'tensorrt-llm', 3, 'command line: trtllm' FROM cmd WHERE regexp_matches(lower(command), 'trtllm|tensorrt_llm|tensorrt-llm')
+    UNION ALL SELECT 'transformers', 3, 'command line: transformers' FROM cmd WHERE regexp_matches(lower(command), 'transformers')
+    UNION ALL SELECT 'vllm', 3, 'NVTX ranges: execute_context_...' FROM nv WHERE starts_with(text, 'execute_context_') OR starts_with(text, 'gpu_model_runner: ') HAVING count(*) > 0
+    UNION ALL SELECT 'sglang', 3, 'NVTX ranges: scheduler.*' FROM nv WHERE starts_with(text, 'scheduler.run_batch') HAVING count(*) > 0
+    UNION ALL SELECT 'tensorrt-llm', 3, 'NVTX ranges: [Executor] _forward_step' FROM nv WHERE starts_with(text, '[Executor] _forward_step') HAVING count(*) > 0
+    UNION ALL SELECT 'vllm', 2, 'kernels: vllm::' FROM kn WHERE contains(demangled, 'vllm::') HAVING count(*) > 0
+    UNION ALL SELECT 'sglang', 2, 'kernels: sgl_kernel' FROM kn WHERE contains(demangled, 'sgl_kernel') OR contains(demangled, 'sglang') HAVING count(*) > 0
+    UNION ALL SELECT 'tensorrt-llm', 2, 'kernels: TensorRT-LLM' FROM kn
+        WHERE contains(demangled, 'tensorrt_llm::') OR regexp_matches(name, '^(mmha|fmha_v2|xqa)|masked_multihead_attention') HAVING count(*) > 0
+    UNION ALL SELECT 'vllm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'VLLM_') HAVING count(*) > 0
+    UNION ALL SELECT 'sglang', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'SGLANG_') HAVING count(*) > 0
+    UNION ALL SELECT 'tensorrt-llm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
+        WHERE starts_with(var, 'TLLM_') OR starts_with(var, 'TRTLLM_') HAVING count(*) > 0
+    UNION ALL SELECT 'transformers', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
+        WHERE starts_with(var, 'HF_') OR starts_with(var, 'TRANSFORMERS_') HAVING count(*) > 0
+    UNION ALL SELECT 'pytorch', 0, 'kernels: PyTorch (at::native)' FROM kn
+        WHERE contains(demangled, 'at::native::') OR contains(demangled, 'at_cuda_detail') OR starts_with(name, 'triton_') HAVING count(*) > 0
+), ranked AS (
+    -- Serving engines run on PyTorch: an engine's signal wins over PyTorch's at equal strength.
+    SELECT name, max(strength) AS strength,
+           string_agg(evidence, '; ' ORDER BY strength DESC, evidence) AS evidence,
+           list_position(['vllm', 'sglang', 'tensorrt-llm', 'transformers', 'pytorch'], name) AS pref
+    FROM signals GROUP BY name
+)
+SELECT coalesce((SELECT arg_max(name, (strength, -pref)) FROM ranked), 'unknown') AS name,
+       NULL::VARCHAR AS version,
+       (SELECT arg_max(evidence, (strength, -pref)) FROM ranked) AS evidence,
+       (SELECT command FROM cmd) AS command;

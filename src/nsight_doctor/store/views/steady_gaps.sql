@@ -1,0 +1,26 @@
+-- steady_gaps: the idle gaps (gpu_gaps) that lie in a steady phase (phases.steady), with that
+-- phase: the idle time that findings about the workload divide among themselves by cause.
+--
+-- device_id: CUDA device id.
+-- start: gap start, ns.
+-- end: gap end, ns.
+-- duration: its length, ns.
+-- cause: its cause (see gpu_gaps).
+-- launch_side: for launch gaps, cpu or gpu (see gpu_gaps).
+-- blocking_name: the blocking call that returned in it, if any.
+-- blocking_reason: that call's reason (see blocking_calls).
+-- copy_ns: CPU time in non-blocking copy calls within it (gaps of 100 us or more), ns.
+-- alloc_ns: CPU time in allocation calls within it, ns.
+-- other_api_ns: CPU time in other CUDA calls within it, ns.
+-- top_api: the CUDA call with the most time in it.
+-- next_op: the operation that ended it.
+-- next_kind: that operation's kind.
+-- pid: the process that issued it.
+-- phase: the steady phase's name (prefill, decode, mixed or steady).
+CREATE VIEW steady_gaps AS
+SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.blocking_name,
+       g.blocking_reason, g.copy_ns, g.alloc_ns, g.other_api_ns, g.top_api, g.next_op, g.next_kind,
+       g.pid, p.name AS phase
+FROM gpu_gaps g
+ASOF JOIN phases p ON p.device_id = g.device_id AND g.start >= p.start
+WHERE g."end" <= p."end" AND p.steady;
