@@ -108,6 +108,10 @@ class Finding:
     # untrusted; the rule's own text is not).
     templates: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    # Provenance: the SQL that produced the evidence, runnable as it is against the store
+    # (--db): "query" is the rule's query with its thresholds written in as literals, and each
+    # detail table's query also has the finding's own row values written in.
+    queries: dict[str, str] = field(default_factory=dict)
 
     def render(self, name: str, escape: Callable[[str], str] | None = None) -> str:
         if name not in self.templates:

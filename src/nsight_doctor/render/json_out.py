@@ -41,6 +41,7 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
                 "recommendation": f.recommendation,
                 "evidence": f.evidence,
                 "references": f.references,
+                "sql": f.queries,
             }
             for n, f in enumerate(d.findings, 1)
         ],
@@ -101,6 +102,7 @@ def report_schema() -> dict[str, Any]:
                         "recommendation",
                         "evidence",
                         "references",
+                        "sql",
                     ],
                     "properties": {
                         "rank": {"type": "integer", "minimum": 1},
@@ -119,6 +121,12 @@ def report_schema() -> dict[str, Any]:
                                 "required": ["title", "url"],
                                 "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
                             },
+                        },
+                        "sql": {
+                            "type": "object",
+                            "description": "the SQL that produced the evidence, runnable against the --db store",
+                            "required": ["query"],
+                            "additionalProperties": {"type": "string"},
                         },
                     },
                 },
