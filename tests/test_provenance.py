@@ -10,8 +10,7 @@ import pytest
 
 from conftest import SAMPLES, sample
 from nsight_doctor import AnalyzeOptions, analyze
-from nsight_doctor.db import plain
-from nsight_doctor.rules import SQL_TOKENS, bind_sql
+from nsight_doctor.db import SQL_TOKENS, bind_sql, plain
 
 
 def same(a, b) -> bool:

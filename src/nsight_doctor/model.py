@@ -126,6 +126,16 @@ class Skipped:
 
 
 @dataclass
+class Dataset:
+    """A small table for a report's chart, read from the documented views (report_data.py).
+    ``sql`` has every value written in: it gives these rows again on the kept store."""
+
+    sql: str
+    rows: list[dict[str, Any]]
+    note: str = ""  # how the rows were chosen or bounded (a window, a sample, bins)
+
+
+@dataclass
 class Diagnosis:
     tool: dict[str, str]
     command: str
@@ -134,6 +144,9 @@ class Diagnosis:
     findings: list[Finding]
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Only when a report with charts was asked for (AnalyzeOptions.report_data), by name.
+    datasets: dict[str, Dataset] = field(default_factory=dict)
+    store_path: str | None = None  # the DuckDB store, when it was kept (--db)
 
 
 class TemplateFormatter(string.Formatter):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -22,7 +21,7 @@ import duckdb
 import jsonschema
 import yaml
 
-from nsight_doctor.db import literal, plain, scalar
+from nsight_doctor.db import bind_sql, plain, scalar
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import SEVERITIES, TAGS, Finding, Rule, Skipped, Threshold, fill, severity_rank
 
@@ -266,37 +265,6 @@ def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -
         return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
     except duckdb.Error as e:
         raise RuleError(f"rule '{rule.id}' ({name}) failed: {str(e).splitlines()[0]}") from None
-
-
-# What bind_sql must not touch: string literals, quoted identifiers and comments; and the
-# $parameters it replaces.
-SQL_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\$([a-z_][a-z0-9_]*)", re.S)
-
-
-def sql_literal(v: Any) -> str:
-    """A value as a DuckDB literal of the type that binding it as a parameter gives."""
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return f"{v!r}::DOUBLE" if math.isfinite(v) else f"'{v}'::DOUBLE"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(sql_literal(x) for x in v) + "]"
-    return literal(str(v))
-
-
-def bind_sql(sql: str, params: dict[str, Any]) -> str:
-    """The query with its $parameters replaced by literal values: the same query, runnable on
-    its own (in the duckdb shell, or the report's notebook) against the store."""
-
-    def sub(m: re.Match) -> str:
-        name = m.group(1)
-        return sql_literal(params[name]) if name is not None and name in params else m.group(0)
-
-    return SQL_TOKENS.sub(sub, sql).strip() + "\n"
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
