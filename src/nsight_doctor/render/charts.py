@@ -83,8 +83,8 @@ class Chart:
 SECTIONS = {
     "timeline": "Timeline",
     "time": "Where the GPU time goes",
-    "idle": "Idle time",
     "steps": "Steps",
+    "idle": "Idle time",
     "copies": "Copies",
     "ncu": "Kernels under Nsight Compute",
 }
@@ -494,7 +494,8 @@ def idle_gaps(alt: Any, d: Diagnosis) -> Chart | None:
     # Stacked by hand: Vega-Lite does not stack bars that have both x and x2.
     causes = {r["cause"] for r in ds.rows}
     order = [c for c in CAUSE_COLORS if c in causes] + sorted(causes - CAUSE_COLORS.keys())
-    data, tops = [], {}
+    data: list[dict[str, Any]] = []
+    tops: dict[float, float] = {}
     for r in sorted(ds.rows, key=lambda r: (r["lo_us"], order.index(r["cause"]))):
         y0 = tops.get(r["lo_us"], 0.0)
         y1 = y0 + r["total_ns"] / 1e6
@@ -549,7 +550,7 @@ def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
         }
         for r in dirs
     ]
-    kinds = {r["host_kind"] for r in data}
+    kinds = {str(r["host_kind"]) for r in data}
     colors = {"pageable": "#e15759", "pinned": "#59a14f", "-": "#4e79a7"}
     chart = (
         alt.Chart(alt.Data(name="data"))

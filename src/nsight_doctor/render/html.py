@@ -200,6 +200,12 @@ def findings(d: Diagnosis, static: bool) -> str:
     out = ['<section id="findings"><h2>Findings</h2>']
     if not d.findings:
         out.append('<p class="empty">No findings: no rule fired on this profile.</p>')
+    elif static:
+        out.append(
+            '<p class="hint">Ranked by the time a fix would recover. The SQL that produced each finding\'s evidence '
+            "is in the HTML, notebook and JSON reports, and runs as it is against the store kept with "
+            "<code>--db</code>.</p>"
+        )
     else:
         out.append(
             '<p class="hint">Ranked by the time a fix would recover. Each finding links to itself; its evidence '
@@ -238,7 +244,7 @@ def finding(rank: int, f: Finding, window: int | None, store: str | None, static
             for name, q in f.queries.items()
         )
         parts.append(
-            f"<details{opened}><summary>SQL (provenance)</summary>"
+            '<details class="sql-details"><summary>SQL (provenance)</summary>'
             f'<p class="hint">Run in {where}: <code>query</code> returns this finding among its rows; each other '
             f"query returns one evidence table.</p>{sql}</details>"
         )
@@ -258,8 +264,8 @@ def evidence(ev: dict[str, Any]) -> str:
     tables = {k: v for k, v in ev.items() if isinstance(v, list)}
     out = []
     if scalars:
-        rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(show(k, v))}</td></tr>" for k, v in scalars.items())
-        out.append(f'<table class="kv">{rows}</table>')
+        kv = "".join(f"<tr><th>{esc(k)}</th><td>{esc(show(k, v))}</td></tr>" for k, v in scalars.items())
+        out.append(f'<table class="kv">{kv}</table>')
     for name, rows in tables.items():
         out.append(f'<div class="table-name">{esc(name)}</div>')
         out.append(table(rows) if rows else '<p class="empty">(none)</p>')
@@ -311,7 +317,7 @@ def figure(c: charts_mod.Chart, static: bool) -> str:
 def chart_scripts(charts: list[charts_mod.Chart]) -> str:
     import vl_convert as vlc
 
-    bundle = vlc.javascript_bundle()
+    bundle = vlc.javascript_bundle("window.vegaEmbed = vegaEmbed; window.vega = vega; window.vegaLite = vegaLite;")
     # Nothing in the bundle may end the script element early.
     bundle = re.sub(r"</(script)", r"<\\/\1", bundle, flags=re.I).replace("<!--", "<\\!--")
     return f"<script>{bundle}</script>\n<script>{EMBED_JS}</script>"
@@ -323,7 +329,8 @@ EMBED_JS = """
               downloadFileName: 'nsight-doctor-chart'};
   document.querySelectorAll('script[data-chart]').forEach(function (el) {
     var target = document.getElementById(el.getAttribute('data-chart'));
-    vegaEmbed(target, JSON.parse(el.textContent), opts).then(function () {
+    vegaEmbed(target, JSON.parse(el.textContent), opts).then(function (result) {
+      (window.nsightDoctorCharts = window.nsightDoctorCharts || []).push(result);
       target.setAttribute('data-rendered', 'true');
     }).catch(function (err) {
       target.setAttribute('data-rendered', 'error');
