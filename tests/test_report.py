@@ -246,51 +246,66 @@ def check_snapshot(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} changed; if intended, rerun with UPDATE_SNAPSHOTS=1"
 
 
-def test_html_and_notebook_snapshots(monkeypatch):
-    monkeypatch.chdir(REPO)
-    d = analyze(["samples/decode_b1/decode_b1.sqlite"], AnalyzeOptions(report_data=True))
+@pytest.fixture(scope="module")
+def decode_b1(tmp_path_factory):
+    """The decode_b1 sample's diagnosis with its store kept, its charts, and its notebook."""
+    folder = tmp_path_factory.mktemp("decode_b1")
+    store = folder / "decode_b1.duckdb"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO)  # the inputs as a user in the repository gives them
+        d = analyze(["samples/decode_b1/decode_b1.sqlite"], AnalyzeOptions(report_data=True, db=str(store)))
+    d.store_path = None  # the snapshots hold no temporary path
+    d.notes = [n for n in d.notes if "store was kept" not in n]
     charts = charts_mod.build(d)
+    notebook = folder / "decode_b1.ipynb"
+    notebook.write_text(notebook_mod.render(d, charts=charts, store="decode_b1.duckdb"))
+    return d, charts, notebook
+
+
+def test_html_and_notebook_snapshots(decode_b1):
+    d, charts, notebook = decode_b1
     check_snapshot("decode_b1.html", strip_volatile(html_mod.render(d, charts=charts)))
-    nb = json.loads(notebook_mod.render(d, charts=charts, store="decode_b1.duckdb"))
+    nb = json.loads(notebook.read_text())
     cells = "\n\n".join(f"[{c['cell_type']}]\n{c['source']}" for c in nb["cells"])
     check_snapshot("decode_b1.ipynb.txt", cells + "\n")
 
 
-def test_notebook_is_valid_and_runs(reports, tmp_path):
+def test_notebook_is_valid_and_runs(decode_b1):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    d, charts, _, store = reports["decode_b1_gpumetrics"]
-    path = tmp_path / "report.ipynb"
-    path.write_text(notebook_mod.render(d, charts=charts, store=str(store)))
+    d, _, path = decode_b1
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert any(c.get("attachments") for c in nb.cells if c.cell_type == "markdown")
-    nbclient.NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, errors[0]
-    # Each finding's rule query ran again and shows its rows.
+    # Each finding's rule query ran again, on the store beside the notebook, and shows its rows.
     outputs = [c for c in nb.cells if c.cell_type == "code" and "one of its rows is this finding" in c.source]
     assert len(outputs) == len(d.findings)
     for c in outputs:
         assert c.outputs and "impact_ns" in json.dumps(c.outputs[-1].get("data", {}))
-    keep_artifact(path)
+    executed = path.with_name("decode_b1.executed.ipynb")
+    nbformat.write(nb, executed)
+    keep_artifact(executed)
 
 
 def test_cli_html_with_charts_and_default_name(tmp_path):
-    r = run_cli("analyze", str(sample("decode_b1")), "--format", "html", "--charts", "charts", cwd=tmp_path)
+    r = run_cli("analyze", str(sample("decode_b1_graphs")), "--format", "html", "--charts", "charts", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    page = tmp_path / "decode_b1.html"
-    assert page.exists() and "wrote decode_b1.html" in r.stderr
+    page = tmp_path / "decode_b1_graphs.html"
+    assert page.exists() and "wrote decode_b1_graphs.html" in r.stderr
     assert r.stdout == ""
     pngs = sorted(p.name for p in (tmp_path / "charts").glob("*.png"))
     svgs = sorted(p.name for p in (tmp_path / "charts").glob("*.svg"))
     assert "timeline.png" in pngs and [p[:-4] for p in pngs] == [s[:-4] for s in svgs]
     assert all((tmp_path / "charts" / p).read_bytes().startswith(b"\x89PNG") for p in pngs)
     # --charts works with the terminal report too, which stays on standard output.
-    r = run_cli("analyze", str(sample("decode_b1")), "--charts", "more", "-q", cwd=tmp_path)
-    assert r.returncode == 0 and "Findings" in r.stdout and (tmp_path / "more" / "timeline.svg").exists()
+    r = run_cli("analyze", str(sample("decode_b1_graphs")), "--charts", "more", "-q", cwd=tmp_path)
+    assert r.returncode == 0 and "Summary" in r.stdout and (tmp_path / "more" / "timeline.svg").exists()
 
 
 def test_cli_output_file_for_text_formats(tmp_path):

@@ -151,7 +151,7 @@ def utilisation(alt: Any, d: Diagnosis) -> Chart | None:
     ds = d.datasets.get("utilisation")
     if not ds or not ds.rows:
         return None
-    data = rounded(ds.rows)
+    data = rounded([{k: r[k] for k in ("device_id", "start_ms", "series", "pct")} for r in ds.rows], 3)
     devices = sorted({r["device_id"] for r in data})
     series = {r["series"] for r in data}
     color = alt.Color("series:N", title=None, scale=alt.Scale(**scale(SERIES_COLORS, series)))
