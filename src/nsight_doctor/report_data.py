@@ -85,34 +85,34 @@ def collect(con: duckdb.DuckDBPyConnection, summary: Summary) -> dict[str, Datas
 UTILISATION_SQL = """
 -- GPU utilisation over time: busy share of each bin per GPU (from gpu_busy), and the
 -- sampled GPU metrics averaged over the same bins (from gpu_metrics).
-WITH bins AS (
-    SELECT d.device_id, b.bin, $t0 + b.bin * $bin_ns AS bin_start
-    FROM (SELECT DISTINCT device_id FROM gpu_activity) d, range($bins) AS b(bin)
+WITH p AS (
+    SELECT CAST($t0 AS BIGINT) AS t0, CAST($bin_ns AS BIGINT) AS w, CAST($bins AS BIGINT) AS n
+), bins AS (
+    SELECT d.device_id, b.bin, p.t0 + b.bin * p.w AS bin_start
+    FROM (SELECT DISTINCT device_id FROM gpu_activity) d, p, range(p.n) AS b(bin)
 ), busy AS (
-    SELECT device_id, bin,
-           sum(least("end", $t0 + (bin + 1) * $bin_ns) - greatest(start, $t0 + bin * $bin_ns)) AS ns
+    SELECT device_id, bin, sum(least("end", t0 + (bin + 1) * w) - greatest(start, t0 + bin * w)) AS ns
     FROM (
-        SELECT device_id, start, "end",
-               unnest(range(CAST(floor((start - $t0) / $bin_ns) AS BIGINT),
-                            CAST(floor(("end" - $t0) / $bin_ns) AS BIGINT) + 1)) AS bin
-        FROM gpu_busy
+        SELECT g.device_id, g.start, g."end", p.t0, p.w, p.n,
+               unnest(range((g.start - p.t0) // p.w, (g."end" - p.t0) // p.w + 1)) AS bin
+        FROM gpu_busy g, p
     )
-    WHERE bin BETWEEN 0 AND $bins - 1
+    WHERE bin BETWEEN 0 AND n - 1
     GROUP BY device_id, bin
 ), metric_keys AS (
     SELECT device_id, metric, key FROM gpu_metric_averages WHERE key IN ($metric_keys)
 ), metrics AS (
-    SELECT m.device_id, k.key, CAST(floor((m.timestamp - $t0) / $bin_ns) AS BIGINT) AS bin, avg(m.value) AS pct
-    FROM gpu_metrics m JOIN metric_keys k USING (device_id, metric)
-    WHERE m.timestamp >= $t0 AND m.timestamp < $t0 + $bins * $bin_ns
+    SELECT m.device_id, k.key, (m.timestamp - p.t0) // p.w AS bin, avg(m.value) AS pct
+    FROM gpu_metrics m JOIN metric_keys k USING (device_id, metric), p
+    WHERE m.timestamp >= p.t0 AND m.timestamp < p.t0 + p.n * p.w
     GROUP BY ALL
 )
-SELECT bins.device_id, bins.bin_start / 1e6 AS start_ms, $bin_ns / 1e6 AS bin_ms,
-       'busy (traced operations)' AS series, least(100.0, 100.0 * coalesce(busy.ns, 0) / $bin_ns) AS pct
-FROM bins LEFT JOIN busy USING (device_id, bin)
+SELECT bins.device_id, bins.bin_start / 1e6 AS start_ms, p.w / 1e6 AS bin_ms,
+       'busy (traced operations)' AS series, least(100.0, 100.0 * coalesce(busy.ns, 0) / p.w) AS pct
+FROM bins LEFT JOIN busy USING (device_id, bin), p
 UNION ALL
-SELECT bins.device_id, bins.bin_start / 1e6, $bin_ns / 1e6, metrics.key, metrics.pct
-FROM bins JOIN metrics USING (device_id, bin)
+SELECT bins.device_id, bins.bin_start / 1e6, p.w / 1e6, metrics.key, metrics.pct
+FROM bins JOIN metrics USING (device_id, bin), p
 ORDER BY 1, 4, 2
 """
 
