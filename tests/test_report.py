@@ -356,3 +356,21 @@ def test_cli_pdf(tmp_path):
     assert len(pages) == 2 and all(p.stat().st_size > 5_000 for p in pages)
     keep_artifact(pdf)
     keep_artifact(pages[0])
+
+
+def test_phases_appear_when_the_summary_has_them(reports):
+    """The phase table and chart are drawn from summary.phases when the summary has them."""
+    from types import SimpleNamespace
+
+    d, _, _, _ = reports["hf_cb_graphs"]
+    phase = {"device_id": 0, "source": "nvtx", "busy_pct": 50.0, "steps": 10, "start_ns": 0, "end_ns": 10**9}
+    phases = [
+        SimpleNamespace(name="prefill", step_ns_median=9e6, step_ns_p90=1.2e7, **phase),
+        SimpleNamespace(name="decode", step_ns_median=2e6, step_ns_p90=2.5e6, **phase),
+    ]
+    summary = SimpleNamespace(**vars(d.summary), phases=phases)
+    with_phases = type(d)(**{**vars(d), "summary": summary})
+    charts = charts_mod.build(with_phases)
+    assert "phases" in [c.id for c in charts]
+    page = html_mod.render(with_phases, charts=charts)
+    assert "<h3>Phases</h3>" in page and "prefill" in page

@@ -396,11 +396,15 @@ def nvtx(alt: Any, d: Diagnosis) -> Chart | None:
 def phases(alt: Any, d: Diagnosis) -> Chart | None:
     """Step time per phase, when the summary has phases (prefill, decode, ...)."""
     rows = []
-    for p in getattr(d.summary, "phases", None) or []:
+    all_phases = getattr(d.summary, "phases", None) or []
+    devices = {getattr(p, "device_id", None) for p in all_phases}
+    for p in all_phases:
         med, p90 = getattr(p, "step_ns_median", None), getattr(p, "step_ns_p90", None)
         if med is None:
             continue
         name = str(getattr(p, "name", "?"))
+        if len(devices) > 1:
+            name = f"GPU {getattr(p, 'device_id', '?')}: {name}"
         rows.append({"phase": name, "stat": "median", "ms": round(med / 1e6, 4), "steps": getattr(p, "steps", None)})
         if p90 is not None:
             rows.append({"phase": name, "stat": "p90", "ms": round(p90 / 1e6, 4), "steps": getattr(p, "steps", None)})
@@ -542,7 +546,7 @@ def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
     data = [
         {
             "direction": r.direction,
-            "host_kind": r.host_kind,
+            "host_kind": "no host side" if r.host_kind == "-" else r.host_kind,
             "count": r.count,
             "mb": round(r.bytes / 1e6, 4),
             "ms": round(r.total_ns / 1e6, 4),
@@ -551,7 +555,7 @@ def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
         for r in dirs
     ]
     kinds = {str(r["host_kind"]) for r in data}
-    colors = {"pageable": "#e15759", "pinned": "#59a14f", "-": "#4e79a7"}
+    colors = {"pageable": "#e15759", "pinned": "#59a14f", "no host side": "#4e79a7"}
     chart = (
         alt.Chart(alt.Data(name="data"))
         .mark_bar()

@@ -175,6 +175,15 @@ def overview(d: Diagnosis) -> str:
             cards.append(
                 card(f"Step ({first})", fmt_ns(statistics.median(spans)), f"median GPU span of {len(spans):,} steps")
             )
+    steady = getattr(s, "steady_state", None)
+    if steady is not None and getattr(steady, "window_ns", None):
+        cards.append(
+            card(
+                "Steady state",
+                pct(getattr(steady, "busy_pct", None)) + " busy",
+                f"over {fmt_ns(steady.window_ns)} ({getattr(steady, 'kind', '')})",
+            )
+        )
     framework = getattr(s, "framework", None)
     if framework:
         cards.append(card("Framework", str(getattr(framework, "name", framework))))
@@ -354,7 +363,9 @@ def summary_section(d: Diagnosis) -> str:
             table(
                 [
                     {
+                        "device_id": getattr(p, "device_id", None),
                         "phase": getattr(p, "name", None),
+                        "source": getattr(p, "source", None),
                         "start_ns": getattr(p, "start_ns", None),
                         "end_ns": getattr(p, "end_ns", None),
                         "busy_pct": getattr(p, "busy_pct", None),
