@@ -6,6 +6,7 @@ not do its job (one line on stderr, never a traceback).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -68,10 +69,16 @@ def rules_option(f):
     )(f)
 
 
-def report_options(f):
-    """--format, -o/--output and --charts: how a command writes its report (shared by every command
-    that reports; nsight_doctor.reports does the work)."""
+def report_options(command):
+    """--format, -o/--output and --charts: how a command writes its report, shared by every command
+    that reports. The command gets them as one ``report`` argument (nsight_doctor.reports.ReportRequest)."""
     from nsight_doctor.render import ALL_FORMATS
+
+    @functools.wraps(command)
+    def f(*args, fmt, output, charts_dir, **kwargs):
+        from nsight_doctor.reports import ReportRequest
+
+        return command(*args, report=ReportRequest(fmt=fmt, output=output, charts_dir=charts_dir), **kwargs)
 
     f = click.option(
         "--charts",
@@ -183,9 +190,7 @@ def main():
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def analyze(
     inputs,
-    fmt,
-    output,
-    charts_dir,
+    report,
     rules_dirs,
     select,
     ignore,
@@ -216,7 +221,7 @@ def analyze(
     """
     from nsight_doctor.engine import AnalyzeOptions
     from nsight_doctor.engine import analyze as run_analysis
-    from nsight_doctor.reports import ReportRequest, write
+    from nsight_doctor.reports import write
 
     overrides = {}
     for item in thresholds:
@@ -225,7 +230,6 @@ def analyze(
             raise click.BadParameter(f"'{item}' is not RULE.NAME=VALUE", param_hint="--threshold")
         overrides[key.strip()] = value.strip()
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
-    report = ReportRequest(fmt=fmt, output=output, charts_dir=charts_dir)
     opts = AnalyzeOptions(
         rules_dirs=rules_dirs,
         select=split_list(select),

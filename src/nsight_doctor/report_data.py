@@ -198,12 +198,15 @@ WITH ops AS (
            CASE o.kind WHEN 'kernel' THEN $kernel_category
                        WHEN 'graph' THEN 'cuda-graph' ELSE o.kind END AS category
     FROM gpu_ops o
-    LEFT JOIN kernels k ON o.kind = 'kernel' AND k.device_id = o.device_id
+    LEFT JOIN (SELECT * FROM kernels WHERE "end" > $t0 AND start < $t1) k
+         ON o.kind = 'kernel' AND k.device_id = o.device_id
          AND k.correlation_id = o.correlation_id AND k.start = o.start
     WHERE o."end" > $t0 AND o.start < $t1
     ORDER BY o.start LIMIT $max_ops
 ), threads AS (
-    SELECT DISTINCT a.pid, a.tid FROM api_calls a JOIN ops USING (pid, correlation_id)
+    -- The threads that issued them (their calls began at most a second before the window).
+    SELECT DISTINCT a.pid, a.tid
+    FROM (SELECT * FROM api_calls WHERE start < $t1 AND "end" > $t0 - 1000000000) a JOIN ops USING (pid, correlation_id)
 ), cpu AS (
     SELECT 'CPU ' || a.pid || ':' || a.tid AS lane, 'cpu' AS side, a.category AS category, a.name,
            a.start, a."end", a.duration

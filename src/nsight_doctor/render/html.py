@@ -139,8 +139,13 @@ def nav(d: Diagnosis, charts: list[charts_mod.Chart]) -> str:
     return f'<nav class="toc">{links}</nav>'
 
 
+def shorten(text: str, n: int = 48) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def card(label: str, value: str, detail: str = "", tone: str = "") -> str:
     cls = f"card {tone}".strip()
+    label = shorten(label)
     return (
         f'<div class="{cls}"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'
         + (f'<div class="detail">{esc(detail)}</div>' if detail else "")
