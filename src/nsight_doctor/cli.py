@@ -229,6 +229,7 @@ def analyze(
         if not sep or "." not in key:
             raise click.BadParameter(f"'{item}' is not RULE.NAME=VALUE", param_hint="--threshold")
         overrides[key.strip()] = value.strip()
+    report.check()
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
     opts = AnalyzeOptions(
         rules_dirs=rules_dirs,

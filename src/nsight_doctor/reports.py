@@ -32,6 +32,13 @@ class ReportRequest:
         """Whether the report draws charts, so that the analysis must read their data."""
         return self.fmt in FILE_FORMATS or self.charts_dir is not None
 
+    def check(self) -> None:
+        """Fails before the analysis when the report cannot be written (no browser for a PDF)."""
+        if self.fmt == "pdf":
+            from nsight_doctor.render import pdf
+
+            pdf.require_browser()
+
     def output_path(self, inputs: list[str]) -> Path | None:
         if self.output:
             return Path(self.output)

@@ -45,14 +45,19 @@ def find_browser() -> str | None:
     return None
 
 
-def render(d: Diagnosis, browser: str | None = None, timeout: float = 180) -> bytes:
-    exe = browser or find_browser()
+def require_browser() -> str:
+    exe = find_browser()
     if not exe:
         raise DoctorError(
             "--format pdf prints the report with a Chromium-based browser, and none was found "
             "(install Debian's chromium: apt-get install chromium, or set NSIGHT_DOCTOR_BROWSER); "
             "or write --format html and print it from any browser"
         )
+    return exe
+
+
+def render(d: Diagnosis, browser: str | None = None, timeout: float = 180) -> bytes:
+    exe = browser or require_browser()
     page = html.render(d, static=True)
     with tempfile.TemporaryDirectory(prefix="nsight-doctor-pdf-") as tmp:
         src = Path(tmp) / "report.html"
