@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from nsight_doctor import __version__, rules, store, summary
+from nsight_doctor import __version__, report_data, rules, store, summary
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.sections import Summary
 
@@ -23,6 +23,7 @@ class AnalyzeOptions:
     db: str | None = None  # keep the DuckDB store in this file
     nsys: str | None = None  # path of the nsys binary for .nsys-rep inputs
     largest_gaps: int = 5
+    report_data: bool = False  # also read the charts' data (report_data.py) for HTML, notebook, PDF
     command: str = ""
     progress: Callable[[str], None] | None = None
 
@@ -44,6 +45,11 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
             if opts.progress:
                 opts.progress("rules")
             findings, skipped = rules.evaluate(con, chosen)
+            datasets = {}
+            if opts.report_data:
+                if opts.progress:
+                    opts.progress("report data")
+                datasets = report_data.collect(con, summ)
         finally:
             con.close()
     finally:
@@ -63,6 +69,8 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         findings=findings,
         skipped=skipped,
         notes=notes,
+        datasets=datasets,
+        store_path=opts.db,
     )
 
 
