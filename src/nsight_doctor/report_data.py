@@ -312,15 +312,12 @@ def step_times(con: duckdb.DuckDBPyConnection) -> Dataset:
 
 
 NCU_STALLS_SQL = """
--- Warp-stall reasons of the hottest profiled kernels (ncu_stalls), averaged over their
--- profiled instances; 'selected' (issuing) is not a stall and is left out.
+-- Warp-stall reasons of the hottest profiled kernels: their stall mix (summary_ncu_stalls).
 WITH g AS (
     SELECT launch, share_pct FROM ncu_groups ORDER BY weight_ns DESC NULLS LAST, launch LIMIT $limit
 )
-SELECT g.launch, any_value(g.share_pct) AS share_pct, s.reason, avg(s.ratio) AS ratio
-FROM g JOIN ncu_kernels k USING (launch) JOIN ncu_stalls s USING (action_id)
-WHERE s.reason <> 'selected'
-GROUP BY g.launch, s.reason HAVING avg(s.ratio) > 0
+SELECT g.launch, g.share_pct, s.reason, s.ratio
+FROM g JOIN summary_ncu_stalls s USING (launch)
 ORDER BY share_pct DESC, launch, ratio DESC
 """
 

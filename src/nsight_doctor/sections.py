@@ -261,6 +261,20 @@ class NcuReport(Section):
 
 
 @dataclass
+class NcuStall(Section):
+    """One stall reason of a launch configuration; the view's launch places it."""
+
+    VIEW: ClassVar[str] = "summary_ncu_stalls"
+    reason: str
+    ratio: float
+    share_pct: float | None
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["launch", *super().columns()]
+
+
+@dataclass
 class NcuGroup(Section):
     VIEW: ClassVar[str] = "summary_ncu_groups"
     LIMIT: ClassVar[int | None] = 15
@@ -279,6 +293,7 @@ class NcuGroup(Section):
     waves_per_sm: float | None
     tensor_pct: float | None
     top_stall: str | None
+    stalls: list[NcuStall] = child("its warp-stall mix, most stalls first (summary_ncu_stalls)", [])
 
 
 @dataclass
@@ -348,6 +363,96 @@ class SteadyState(Section):
 
 
 @dataclass
+class SteadyIdle(Section):
+    """A GPU's steady-state idle time of one cause; the view's device_id places it."""
+
+    VIEW: ClassVar[str] = "summary_steady_idle"
+    cause: str
+    count: int
+    total_ns: int
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
+
+
+@dataclass
+class SteadyCategory(Section):
+    """A GPU's steady-state kernel time of one category; the view's device_id places it."""
+
+    VIEW: ClassVar[str] = "summary_steady_categories"
+    category: str | None
+    count: int
+    total_ns: int
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
+
+
+@dataclass
+class StepKind(Section):
+    """A GPU's steady steps of one kind; the view's device_id places it."""
+
+    VIEW: ClassVar[str] = "summary_step_kinds"
+    kind: str
+    steps: int
+    step_ns_median: float | None
+    step_ns_p90: float | None
+    busy_ns: int | None
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
+
+
+@dataclass
+class SteadyGpu(Section):
+    VIEW: ClassVar[str] = "summary_steady_gpus"
+    device_id: int
+    window_ns: int
+    busy_ns: int
+    idle_ns: int
+    busy_pct: float | None
+    kind: str
+    steps: int | None
+    step_ns_median: float | None
+    step_ns_p90: float | None
+    kernels: int
+    kernel_ns: int
+    graphs: int
+    graph_ns: int
+    memcpy_count: int
+    memcpy_bytes: int
+    memcpy_ns: int
+    memset_ns: int
+    comm_wait_ns: int
+    blocking_calls: int
+    blocking_ns: int
+    step_kinds: list[StepKind] = child("its steps by the kind of their phase (summary_step_kinds)", [])
+    idle: list[SteadyIdle] = child("its idle time by gap cause (summary_steady_idle)", [])
+    kernel_categories: list[SteadyCategory] = child("its kernel time by category (summary_steady_categories)", [])
+
+
+@dataclass
+class SteadyKernel(Section):
+    VIEW: ClassVar[str] = "summary_steady_kernels"
+    LIMIT: ClassVar[int | None] = 40
+    name: str | None
+    demangled_name: str | None
+    kind: str
+    grid: str | None
+    block: str | None
+    category: str | None
+    count: int
+    total_ns: int
+    share_pct: float | None
+    mean_ns: float
+    median_ns: float
+    scope: str
+
+
+@dataclass
 class KernelCategory(Section):
     VIEW: ClassVar[str] = "summary_kernel_categories"
     category: str | None
@@ -396,6 +501,16 @@ class Summary:
         "only when collective kernels ran: per GPU (summary_communication)", None
     )
     ncu: Ncu | None = child("only with an Nsight Compute report (summary_ncu)", None)
+    steady_gpus: list[SteadyGpu] = child(
+        "each GPU's steady state with the work that ran in it, its idle time by cause, its kernel time by "
+        "category and its steps by kind (summary_steady_gpus); empty when there is none",
+        [],
+    )
+    steady_kernels: list[SteadyKernel] = child(
+        "the top 40 kernels and CUDA graphs of the steady state by name, template arguments and launch shape "
+        "(summary_steady_kernels)",
+        [],
+    )
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)

@@ -31,11 +31,17 @@ from nsight_doctor.sections import (
     Ncu,
     NcuGroup,
     NcuReport,
+    NcuStall,
     Nvtx,
     Phase,
     PhaseKernel,
     Section,
+    SteadyCategory,
+    SteadyGpu,
+    SteadyIdle,
+    SteadyKernel,
     SteadyState,
+    StepKind,
     Summary,
     Sync,
     TopKernel,
@@ -80,7 +86,33 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary
         gpu_metrics=gpu_metrics(con),
         communication=fetch(con, Communication) or None,
         ncu=ncu(con),
+        steady_gpus=steady_gpus(con),
+        steady_kernels=fetch(con, SteadyKernel),
     )
+
+
+def by_key(con: duckdb.DuckDBPyConnection, cls: type[S], key: str) -> dict[Any, list[S]]:
+    """A child section's rows, grouped by the column that places them in their parent."""
+    out: dict[Any, list[S]] = {}
+    for r in db.rows(con, f"SELECT * FROM {cls.VIEW}"):
+        out.setdefault(r.pop(key), []).append(cls.from_row(r))
+    return out
+
+
+def steady_gpus(con: duckdb.DuckDBPyConnection) -> list[SteadyGpu]:
+    """Each GPU's steady state, with its steps by kind, idle time by cause and kernel categories."""
+    kinds = by_key(con, StepKind, "device_id")
+    idle = by_key(con, SteadyIdle, "device_id")
+    cats = by_key(con, SteadyCategory, "device_id")
+    return [
+        SteadyGpu.from_row(
+            r,
+            step_kinds=kinds.get(r["device_id"], []),
+            idle=idle.get(r["device_id"], []),
+            kernel_categories=cats.get(r["device_id"], []),
+        )
+        for r in db.rows(con, f"SELECT * FROM {SteadyGpu.VIEW}")
+    ]
 
 
 def largest(con: duckdb.DuckDBPyConnection, n: int) -> list[Gap]:
@@ -127,4 +159,14 @@ def ncu(con: duckdb.DuckDBPyConnection) -> Ncu | None:
     row = db.one(con, f"SELECT * FROM {Ncu.VIEW}")
     if not row:
         return None
-    return Ncu.from_row(row, reports=fetch(con, NcuReport), groups=fetch(con, NcuGroup))
+    stalls = by_key(con, NcuStall, "launch")
+    return Ncu.from_row(
+        row,
+        reports=fetch(con, NcuReport),
+        groups=[NcuGroup.from_row(g, stalls=stalls.get(g["launch"], [])) for g in fetch_rows(con, NcuGroup)],
+    )
+
+
+def fetch_rows(con: duckdb.DuckDBPyConnection, cls: type[Section]) -> list[dict[str, Any]]:
+    n = cls.LIMIT
+    return db.rows(con, f"SELECT * FROM {cls.VIEW}" + (f" LIMIT {int(n)}" if n is not None else ""))
