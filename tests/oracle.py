@@ -195,3 +195,61 @@ def totals(gs: list[Gap], **where) -> tuple[int, int]:
     """(count, total ns) of the gaps whose attributes equal the keyword arguments."""
     sel = [g for g in gs if all(getattr(g, k) == v for k, v in where.items())]
     return len(sel), sum(g.duration for g in sel)
+
+
+# Step times ------------------------------------------------------------------------------------
+
+
+def nvtx_step_times(con: sqlite3.Connection, text: str) -> dict[int, list[int]]:
+    """Each GPU's step times from the NVTX push/pop ranges named `text`, as docs/schema.md
+    defines steps: a range's GPU span runs from the start of the first GPU operation that a CUDA
+    call made inside it (on the same thread) issued, to the end of the last; a step lasts from its
+    span's start to the next step's start, or to its own span's end when that is later."""
+    have = tables(con)
+    ops: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    op_tables = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"]
+    for table in [*op_tables, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"]:
+        if table in have:
+            for dev, s, e, corr, gpid in con.execute(
+                f"SELECT deviceId, start, end, correlationId, globalPid FROM x.{table}"
+            ):
+                ops.setdefault((gpid >> 24, corr), []).append((dev, s, e))
+    calls: dict[int, list[tuple[int, int]]] = {}
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if table in have:
+            for s, corr, tid in con.execute(f"SELECT start, correlationId, globalTid FROM x.{table}"):
+                calls.setdefault(tid, []).append((s, corr))
+    for v in calls.values():
+        v.sort()
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for rs, re_, tid in con.execute(
+        "SELECT start, end, globalTid FROM x.NVTX_EVENTS WHERE eventType = 59 AND text = ?", (text,)
+    ):
+        mine = calls.get(tid, [])
+        lo = bisect.bisect_left(mine, (rs, -1))
+        hi = bisect.bisect_right(mine, (re_, 1 << 62))
+        by_dev: dict[int, list[tuple[int, int]]] = {}
+        for _, corr in mine[lo:hi]:
+            for dev, s, e in ops.get((tid >> 24, corr), []):
+                by_dev.setdefault(dev, []).append((s, e))
+        for dev, se in by_dev.items():
+            spans.setdefault(dev, []).append((min(s for s, _ in se), max(e for _, e in se)))
+    out = {}
+    for dev, ss in spans.items():
+        ss.sort()
+        out[dev] = [max(nxt[0], e) - s for (s, e), nxt in itertools.pairwise(ss)] + [ss[-1][1] - ss[-1][0]]
+    return out
+
+
+def anchor_step_times(con: sqlite3.Connection, name: str, grid: tuple[int, int, int]) -> list[int]:
+    """The time between consecutive ends of a kernel launched once per step (the vocabulary
+    projection of a transformer, given by name and grid): every step's time but the first's."""
+    ends = [
+        e
+        for (e,) in con.execute(
+            """SELECT k.end FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+               WHERE s.value = ? AND k.gridX = ? AND k.gridY = ? AND k.gridZ = ? ORDER BY k.start""",
+            (name, *grid),
+        )
+    ]
+    return [b - a for a, b in itertools.pairwise(ends)]

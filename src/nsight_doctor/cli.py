@@ -69,10 +69,25 @@ def rules_option(f):
     )(f)
 
 
-def report_options(command):
+FORMAT_HELP = {
+    "text": "text",
+    "markdown": "markdown",
+    "json": "json (docs/json.md)",
+    "html": "html (one offline file with charts)",
+    "ipynb": "ipynb (a notebook that reopens the store; keeps it beside the notebook unless --db says where)",
+    "pdf": "pdf (printed with a Chromium-based browser)",
+}
+
+
+def report_options(command=None, *, formats=None, output_help=None):
     """--format, -o/--output and --charts: how a command writes its report, shared by every command
-    that reports. The command gets them as one ``report`` argument (nsight_doctor.reports.ReportRequest)."""
+    that reports. The command gets them as one ``report`` argument (nsight_doctor.reports.ReportRequest).
+    ``formats`` limits the formats (default: all); ``output_help`` says where -o's default goes."""
+    if command is None:
+        return functools.partial(report_options, formats=formats, output_help=output_help)
     from nsight_doctor.render import ALL_FORMATS
+
+    formats = list(formats or ALL_FORMATS)
 
     @functools.wraps(command)
     def f(*args, fmt, output, charts_dir, **kwargs):
@@ -94,18 +109,21 @@ def report_options(command):
         type=click.Path(dir_okay=False),
         default=None,
         metavar="FILE",
-        help="Write the report to FILE. Default: standard output for text, markdown and json; "
-        "PROFILE's name with .html, .ipynb or .pdf in the current folder for those.",
+        help="Write the report to FILE. Default: "
+        + (
+            output_help
+            or "standard output for text, markdown and json; PROFILE's name with .html, .ipynb or .pdf in the "
+            "current folder for those."
+        ),
     )(f)
+    names = [FORMAT_HELP[x] for x in formats]
     return click.option(
         "--format",
         "fmt",
-        type=click.Choice(ALL_FORMATS),
+        type=click.Choice(formats),
         default="text",
         show_default=True,
-        help="Report format: text, markdown, json (docs/json.md), html (one offline file with charts), "
-        "ipynb (a notebook that reopens the store; keeps it beside the notebook unless --db says where) "
-        "or pdf (printed with a Chromium-based browser). docs/reports.md.",
+        help="Report format: " + ", ".join(names[:-1]) + " or " + names[-1] + ". docs/reports.md.",
     )(f)
 
 
@@ -229,6 +247,7 @@ def analyze(
         if not sep or "." not in key:
             raise click.BadParameter(f"'{item}' is not RULE.NAME=VALUE", param_hint="--threshold")
         overrides[key.strip()] = value.strip()
+    one_timeline(inputs)
     report.check()
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
     opts = AnalyzeOptions(
@@ -255,6 +274,135 @@ def analyze(
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in diagnosis.findings):
         return EXIT_FINDINGS
     return 0
+
+
+def metric_names() -> list[str]:
+    from nsight_doctor.compare import METRICS
+
+    return list(METRICS)
+
+
+@main.command()
+@click.argument("profiles", nargs=-1, required=True, metavar="PROFILE PROFILE...")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="NAME",
+    help="Name each profile in the report, in order (repeat once per profile). Default: the file names.",
+)
+@report_options(
+    formats=["text", "markdown", "json", "html"],
+    output_help="standard output for text, markdown and json; FIRST-vs-LAST.html in the current folder for html.",
+)
+@click.option(
+    "--fail-on-regression",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="PCT",
+    help="Exit with code 1 when the last profile is more than PCT% worse than the first on the gate's metric.",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(metric_names()),
+    default=None,
+    help="The metric of the verdict and the gate (docs/compare.md). Default: time per token with "
+    "--tokens-per-step, else the median decode step time where every profile has decode steps, else the "
+    "median step time, else the GPU activity window.",
+)
+@click.option(
+    "--tokens-per-step",
+    "tokens",
+    multiple=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="N",
+    help="Tokens each step produces (the decode batch size), in profile order (repeat once per profile): "
+    "the verdict and the gate are then per token.",
+)
+@rules_option
+@click.option(
+    "--nsys",
+    "nsys_path",
+    metavar="PATH",
+    default=None,
+    help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Also show the notes under the tables and each profile's notes.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def compare(profiles, labels, report, fail_on_regression, metric, tokens, rules_dirs, nsys_path, verbose, quiet):
+    """Compare profiles of the same workload in different configurations: side by side, per
+    phase, with a verdict that names the main cause of the difference, and a regression gate.
+
+    Each PROFILE is what analyze takes for one run: a timeline (Nsight Systems or nvprof), an
+    Nsight Compute report, or both joined by a comma (run.sqlite,kernels.ncu-rep). The first
+    profile is the baseline; the verdict and the gate compare the last one with it.
+
+    \b
+    Examples:
+      nsight-doctor compare eager.nsys-rep graphs.nsys-rep --label eager --label graphs
+      nsight-doctor compare b256.sqlite b512.sqlite b1024.sqlite --format markdown
+      nsight-doctor compare base.sqlite new.sqlite --fail-on-regression 10
+      nsight-doctor compare b1.sqlite b512.sqlite --tokens-per-step 1 --tokens-per-step 512
+      nsight-doctor compare base.sqlite new.sqlite --format html -o compare.html
+    """
+    from nsight_doctor.compare import CompareOptions, analyze_profiles, labels_for
+    from nsight_doctor.compare import compare as run_compare
+    from nsight_doctor.engine import AnalyzeOptions
+    from nsight_doctor.reports import profile_stem, write_comparison
+
+    if len(profiles) < 2:
+        raise click.UsageError("compare needs at least two profiles (to diagnose one, use: nsight-doctor analyze)")
+    if len(profiles) > 8:
+        raise click.UsageError("compare takes at most 8 profiles")
+    labels_for(profiles, labels, profile_stem)  # fails before any analysis
+    if tokens and len(tokens) != len(profiles):
+        raise click.BadParameter(
+            f"given {len(tokens)} times for {len(profiles)} profiles; give it once per profile",
+            param_hint="--tokens-per-step",
+        )
+    if metric == "token" and not tokens:
+        raise click.BadParameter("the metric 'token' needs --tokens-per-step", param_hint="--metric")
+    report.check()
+    progress = Progress(enabled=not quiet and sys.stderr.isatty())
+    command = "nsight-doctor " + shlex.join(sys.argv[1:])
+
+    def options_for(label):
+        def step(s):
+            progress(f"{label}: {s}")
+
+        return AnalyzeOptions(
+            rules_dirs=rules_dirs,
+            nsys=nsys_path,
+            command=command,
+            progress=step,
+            report_data=report.needs_data,
+        )
+
+    try:
+        analyzed = analyze_profiles(profiles, labels, options_for)
+    finally:
+        progress.done()
+    comparison = run_compare(
+        analyzed, CompareOptions(metric=metric, tokens_per_step=list(tokens), fail_on_regression=fail_on_regression)
+    )
+    stem = f"{profile_stem(profiles[0].split(',')[0])}-vs-{profile_stem(profiles[-1].split(',')[0])}"
+    out, said = write_comparison(comparison, report, stem, color=sys.stdout.isatty(), verbose=verbose)
+    if out is not None:
+        click.echo(out, nl=False)
+    for line in said if not quiet else []:
+        click.echo(f"nsight-doctor: {line}", err=True)
+    return EXIT_FINDINGS if comparison.gate.failed else 0
+
+
+def one_timeline(inputs) -> None:
+    """Fails at once when analyze is given two timelines (compressed ones are found when they are
+    read): comparing profiles is compare's job."""
+    from nsight_doctor.ingest import SECOND_TIMELINE
+    from nsight_doctor.ingest.detect import detect
+
+    timelines = [p for p in inputs if detect(p).kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet", "nvprof")]
+    if len(timelines) > 1:
+        raise DoctorError(SECOND_TIMELINE.format(path=timelines[1]))
 
 
 @main.group()

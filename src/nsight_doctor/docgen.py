@@ -1,7 +1,8 @@
 """Generates the reference docs from the code's own data, so that they cannot drift:
 docs/rules/<id>.md and docs/rules/index.md from the rule files, docs/schema.md from the
-header comments of the view files, docs/json.md and the JSON Schema of the output
-(render/report_schema.json) from the typed summary (sections.py), docs/tags.md from
+header comments of the view files, docs/json.md and the JSON Schemas of the output
+(render/report_schema.json, render/compare_schema.json) from the typed summary (sections.py)
+and the typed comparison (compare.py), docs/tags.md from
 model.TAGS, and docs/cli.md from the command line's own help.
 
     python -m nsight_doctor.docgen          # rewrite docs/ in a source checkout
@@ -298,15 +299,80 @@ def section_table(cls: Any, docs: dict[str, dict[str, str]], heading: str) -> li
     return out
 
 
+COMPARE_INTRO = """## Comparison output (`nsight-doctor compare --format json`)
+
+`compare` prints one JSON object, versioned by its own `schema_version` (same rules as above);
+its JSON Schema is `src/nsight_doctor/render/compare_schema.json`. docs/compare.md explains
+the comparison. Each entry of `profiles[]` holds what `analyze --format json` gives for that
+profile (`report_schema_version` says which version of it), and every number in `deltas` is
+one of those profiles' summary fields, or a sum, ratio or difference of such fields. Lists
+named "per profile" have one entry per profile, in the order of `profiles[]`.
+
+```json
+{
+  "schema_version": 1, "report_schema_version": 1, "kind": "comparison",
+  "tool": {"name": "nsight-doctor", "version": "0.1.0"},
+  "command": "nsight-doctor compare eager.sqlite graphs.sqlite --format json",
+  "profiles": [{"label": "eager", "path": "eager.sqlite", "inputs": [], "summary": {}, "findings": [],
+                "skipped_rules": [], "notes": []}, {"label": "graphs", "...": "..."}],
+  "deltas": {"basis": "step", "overview": [{"key": "step_ns_median", "label": "Step time, median",
+             "unit": "ns", "better": "lower", "values": [14117822.5, 1766397.5], "change_pct": [null, -87.5]}],
+             "...": "..."},
+  "findings_diff": [{"baseline": "eager", "candidate": "graphs", "changes": [{"rule_id": "launch-bound",
+                     "subject": "GPU 0", "status": "resolved", "...": "..."}]}],
+  "warnings": [{"code": "graph-trace", "message": "..."}],
+  "verdict": {"text": "The graphs run is 8.0x faster per decode step than the eager run ...", "...": "..."},
+  "gate": {"metric": "decode_step", "label": "median decode step time", "baseline": 14117822.5,
+           "candidate": 1766397.5, "change_pct": -87.5, "threshold_pct": 10, "failed": false}
+}
+```
+
+### `profiles[]`
+
+| Field | Meaning |
+|---|---|
+| `label` | the profile's label (`--label`, else its file name) |
+| `path` | the profile as given on the command line (files joined by commas) |
+| `inputs`, `summary`, `findings`, `skipped_rules`, `notes` | as `analyze --format json` gives them (above) |
+"""
+
+
+def dataclass_table(cls: Any, heading: str) -> list[str]:
+    """A Markdown table of a comparison dataclass's JSON fields (their docs), then one for each
+    nested dataclass."""
+    hints = typing.get_type_hints(cls)
+    rows, children = [], []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        sub = next((a for a in type_args(tp) if dataclasses.is_dataclass(a)), None)
+        doc = f.metadata.get("doc", "")
+        if sub is not None:
+            shape = "a list of objects" if "list[" in str(tp) else "an object"
+            doc = f"{doc}: {shape}, see below"
+            children.append((f.name, sub, "list[" in str(tp)))
+        rows.append(f"| `{f.name}` | {doc} |")
+    out = [f"### `{heading}`", "", "| Field | Meaning |", "|---|---|", *rows, ""]
+    for name, sub, is_list in children:
+        out += dataclass_table(sub, f"{heading}.{name}{'[]' if is_list else ''}")
+    return out
+
+
 def json_page() -> str:
+    from nsight_doctor.compare import CompareWarning, Deltas, FindingsDiff, Gate, Verdict
     from nsight_doctor.sections import Summary
 
     lines = [
-        GENERATED.format(source="src/nsight_doctor/sections.py and the summary views"),
+        GENERATED.format(source="src/nsight_doctor/sections.py, the summary views and src/nsight_doctor/compare.py"),
         "",
         JSON_INTRO,
         *section_table(Summary, column_docs(), "summary"),
         JSON_OUTRO,
+        COMPARE_INTRO,
+        *dataclass_table(Deltas, "deltas"),
+        *dataclass_table(FindingsDiff, "findings_diff[]"),
+        *dataclass_table(CompareWarning, "warnings[]"),
+        *dataclass_table(Verdict, "verdict"),
+        *dataclass_table(Gate, "gate"),
     ]
     return "\n".join(lines)
 
@@ -315,6 +381,12 @@ def report_schema_text() -> str:
     from nsight_doctor.render.json_out import report_schema
 
     return json.dumps(report_schema(), indent=1) + "\n"
+
+
+def compare_schema_text() -> str:
+    from nsight_doctor.render.compare import compare_schema
+
+    return json.dumps(compare_schema(), indent=1) + "\n"
 
 
 def cli_page() -> str:
@@ -351,6 +423,7 @@ def generated_files(root: Path) -> dict[Path, str]:
         root / "docs" / "tags.md": tags_page(),
         root / "docs" / "cli.md": cli_page(),
         root / "src" / "nsight_doctor" / "render" / "report_schema.json": report_schema_text(),
+        root / "src" / "nsight_doctor" / "render" / "compare_schema.json": compare_schema_text(),
     }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from nsight_doctor.compare import Comparison
 from nsight_doctor.db import table_exists
 from nsight_doctor.errors import InputError
 from nsight_doctor.model import Diagnosis
@@ -124,3 +125,55 @@ def write(
 
 def size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} KB"
+
+
+# Formats of a comparison (nsight-doctor compare): a notebook reopens one store, and a PDF prints
+# one diagnosis, so neither applies.
+COMPARE_FORMATS = ["text", "markdown", "json", "html"]
+
+
+def write_comparison(
+    c: Comparison, req: ReportRequest, stem: str, color: bool = False, verbose: bool = False
+) -> tuple[str | None, list[str]]:
+    """Renders a comparison: returns (text for standard output or None, lines saying what was
+    written). ``stem`` names the default HTML file; --charts writes each profile's charts into a
+    folder of its own (DIR/1-<label>/...)."""
+    from nsight_doctor.render import charts as charts_mod
+    from nsight_doctor.render import compare as render_compare
+
+    said: list[str] = []
+    charts = [charts_mod.build(p.diagnosis) for p in c.profiles] if req.needs_data else None
+    out = Path(req.output) if req.output else (Path(stem + ".html") if req.fmt == "html" else None)
+    if req.fmt == "text":
+        text = render_compare.render_text(c, color=color and out is None, verbose=verbose)
+    elif req.fmt == "markdown":
+        text = render_compare.render_markdown(c)
+    elif req.fmt == "json":
+        text = render_compare.render_json(c)
+    else:
+        from nsight_doctor.render import compare_html
+
+        text = compare_html.render(c, charts=charts)
+    if out is None:
+        stdout_text: str | None = text
+    else:
+        data = text.encode("utf-8")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+        said.append(f"wrote {out} ({size(len(data))})")
+        stdout_text = None
+    if req.charts_dir is not None:
+        assert charts is not None
+        n = 0
+        for i, (p, cs) in enumerate(zip(c.profiles, charts), 1):
+            folder = Path(req.charts_dir) / f"{i}-{safe_name(p.label)}"
+            n += len(charts_mod.export(cs, folder)) // 2
+        said.append(f"wrote {n} charts as PNG and SVG into {req.charts_dir}, one folder per profile")
+    return stdout_text, said
+
+
+def safe_name(label: str) -> str:
+    """A label as a file name: letters, digits, '.', '-' and '_' only."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "profile"

@@ -52,6 +52,12 @@ class InputInfo:
     notes: list[str] = field(default_factory=list)
 
 
+SECOND_TIMELINE = (
+    "'{path}' is a second timeline: an analysis reads one timeline (Nsight Systems or nvprof) and any "
+    "Nsight Compute reports; to compare profiles, run: nsight-doctor compare A B"
+)
+
+
 def load(
     con: duckdb.DuckDBPyConnection,
     path: str | os.PathLike,
@@ -73,7 +79,7 @@ def load(
         raise InputError(f"'{original}' is compressed more than {MAX_NESTED_COMPRESSION} times over")
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
         if table_exists(con, "base_kernels"):
-            raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
+            raise InputError(SECOND_TIMELINE.format(path=original))
         return load_nsys(con, original, det, nsys_path, progress)
     if det.kind == "ncu-rep":
         meta = ncu.load_ncu(con, det.path, progress)
@@ -86,7 +92,7 @@ def load(
         )
     if det.kind == "nvprof":
         if table_exists(con, "base_kernels"):
-            raise InputError(f"'{original}': one timeline (Nsight Systems or nvprof) per analysis")
+            raise InputError(SECOND_TIMELINE.format(path=original))
         meta = nvprof.load_nvprof(con, det.path, progress)
         info = InputInfo(
             path=str(original),
