@@ -200,3 +200,27 @@ def test_startup_sample_separates_the_model_load_from_a_saturated_steady_state()
     assert f is not None and f.scope == "startup"
     assert f.evidence["htod_copies"] == 221 and f.evidence["pageable_bytes"] == f.evidence["htod_bytes"]
     assert 2.7e9 < f.evidence["htod_bytes"] < 2.8e9
+
+
+SKINNY = re.compile(r"^nvjet_[a-z0-9]+_[a-z]+_([0-9]+)x([0-9]+)_")
+
+
+def test_small_batch_decode_with_numbers_from_sql(runs):
+    """Batch 8: the decode GEMMs run in cuBLAS tiles 8 columns wide."""
+    d, con = runs["hf_sdpa"]
+    f = finding(d, "small-batch-decode")
+    assert f is not None and f.impact_ns == 0
+    decode = phase(d, "decode")
+    skinny = gemm = 0
+    for k in kernels(con):
+        if k[0] >= decode.start_ns and k[1] <= decode.end_ns and (GEMM.search(k[4]) or "splitKreduce" in k[3]):
+            gemm += k[1] - k[0]
+            m = SKINNY.search(k[3])
+            if "gemv" in k[4].lower() or (m and min(int(m.group(1)), int(m.group(2))) <= 16):
+                skinny += k[1] - k[0]
+    assert (f.evidence["skinny_ns"], f.evidence["gemm_ns"]) == (skinny, gemm)
+
+
+def test_no_small_batch_finding_at_batch_512():
+    d = analyze([sample("decode_b512")])
+    assert not [f for f in d.findings if f.rule_id == "small-batch-decode"]
