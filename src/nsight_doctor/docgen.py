@@ -343,6 +343,86 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
+LLM_INTRO = """# LLM serving: phases, steps, kernel categories and advice
+
+A serving capture is start-up (imports, weight uploads, module loads, CUDA-graph capture),
+warm-up, then steady work made of steps. nsight-doctor splits each GPU's timeline into
+phases and measures its findings on the steady state, so that a model load does not
+pass for a per-token problem. Start-up findings are listed after the steady-state ones.
+
+## Steps and phases
+
+Steps come from the engine's own NVTX step ranges where the capture has them (vLLM
+`execute_context_N(M)_generation_N(M)`, TensorRT-LLM `[Executor] _forward_step`, SGLang
+`scheduler.run_batch`), else from user ranges whose names say step, decode, prefill, forward,
+iteration or batch, else from the shape of the work: the operation that recurs once per
+forward pass (the vocabulary projection, or the step's CUDA graph). The `steps` and `phases`
+views ([schema.md](schema.md)) give the exact definitions; `summary.phases` and
+`summary.steady_state` in the JSON output ([json.md](json.md)) carry them.
+
+| Phase | Meaning |
+|---|---|
+| `startup` | before the first step: module loads, weight copies, allocator growth, graph capture |
+| `warmup` | leading steps much slower than the median, with the GPU mostly idle |
+| `prefill` | the first step of a stretch whose work differs from the rest, or steps of long GEMMs (GPU busy) |
+| `decode` | steps of short GEMMs (weight streaming), after a prefill |
+| `mixed` | later steps that differ from the rest: continuous batching adding prompts to running decodes |
+| `steady` | steady work whose kind is not known |
+| `idle` | a long stretch with no GPU work between steady stretches |
+
+What the tool cannot see it says: CUDA graphs traced as whole graphs hide their kernels
+(rule `graph-kernels-hidden`), NVTX ranges that cover little of the GPU work make per-range
+numbers partial (`nvtx-coverage`), and a capture without GPU work names the processes it
+caught (`no-gpu-activity`).
+"""
+
+
+def cell(text: str) -> str:
+    """Text for a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def llm_page() -> str:
+    """Phases, the kernel taxonomy and the advice table, from the data files."""
+    from nsight_doctor.store import advice_rows
+    from nsight_doctor.store.taxonomy import categories
+
+    out = [
+        GENERATED.format(
+            source="src/nsight_doctor/store/kernel_categories.yaml and src/nsight_doctor/store/advice.yaml"
+        ),
+        "",
+        LLM_INTRO,
+        "## Kernel categories",
+        "",
+        "Each kernel gets one category from its name (ordered patterns in",
+        "`src/nsight_doctor/store/kernel_categories.yaml`); the summary gives the steady state's",
+        "kernel time per category.",
+        "",
+        "| Category | Meaning |",
+        "|---|---|",
+    ]
+    out += [f"| `{c}` | {meaning} |" for c, meaning in categories().items()]
+    out += [
+        "",
+        "## Advice in each framework's terms",
+        "",
+        "The framework is detected from the command line, environment, NVTX ranges and kernel",
+        "names (the `framework` view). Rules take their advice from this table: the detected",
+        "framework's text when the capture looks like a model loop (its steady state has steps),",
+        "else the generic one.",
+        "",
+    ]
+    by_topic: dict[str, list[tuple[str, str]]] = {}
+    for topic, fw, text in advice_rows():
+        by_topic.setdefault(topic, []).append((fw, text))
+    for topic, rows in by_topic.items():
+        out += [f"### `{topic}`", "", "| Framework | Advice |", "|---|---|"]
+        out += [f"| {fw} | {cell(text)} |" for fw, text in rows]
+        out.append("")
+    return "\n".join(out)
+
+
 def generated_files(root: Path) -> dict[Path, str]:
     """Every generated file other than the rule pages, with its current text."""
     return {
@@ -350,6 +430,7 @@ def generated_files(root: Path) -> dict[Path, str]:
         root / "docs" / "json.md": json_page(),
         root / "docs" / "tags.md": tags_page(),
         root / "docs" / "cli.md": cli_page(),
+        root / "docs" / "llm.md": llm_page(),
         root / "src" / "nsight_doctor" / "render" / "report_schema.json": report_schema_text(),
     }
 

@@ -90,11 +90,14 @@ def steady_rows(s: Summary) -> Rows:
             f", {count(st.steps)} steps of median {fmt_ns(st.step_ns_median or 0)} (p90 {fmt_ns(st.step_ns_p90 or 0)})"
         )
     gpus = f" on {st.gpus} GPUs" if st.gpus > 1 else ""
+    # Name every kind of steady work it holds (a generate() call is one prefill, then decode).
+    kinds = list(dict.fromkeys(p.name for p in s.phases if p.steady))
+    kind = " + ".join(kinds) if len(kinds) > 1 else st.kind
     rows.append(
         (
             "Steady state",
             (
-                f"{st.kind}{steps}; {fmt_ns(st.window_ns)}{gpus} ({pct(st.share_pct)} of the activity window), "
+                f"{kind}{steps}; {fmt_ns(st.window_ns)}{gpus} ({pct(st.share_pct)} of the activity window), "
                 f"GPU busy {pct(st.busy_pct)}"
             ),
         )
@@ -156,6 +159,17 @@ def gpu_rows(s: Summary) -> Rows:
     return rows
 
 
+NAME_SHOWN = 64
+
+
+def clip(name: str, limit: int = NAME_SHOWN) -> str:
+    """A long kernel name shortened in its middle for a summary row (JSON keeps it whole)."""
+    if len(name) <= limit:
+        return name
+    tail = limit // 3
+    return f"{name[: limit - tail - 1]}…{name[-tail:]}"
+
+
 def kernel_rows(s: Summary) -> Rows:
     k = s.kernels
     rows = []
@@ -174,7 +188,10 @@ def kernel_rows(s: Summary) -> Rows:
         rows.append(("CUDA graph launches", f"{count(k.graph_launch_count)}, {fmt_ns(k.graph_ns)}"))
     rows += labelled(
         "Top kernels",
-        [f"{pct(t.share_pct)}  {t.name}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})" for t in s.top_kernels[:5]],
+        [
+            f"{pct(t.share_pct)}  {clip(t.name or '?')}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})"
+            for t in s.top_kernels[:5]
+        ],
     )
     return rows
 
@@ -233,7 +250,7 @@ def idle_rows(s: Summary) -> Rows:
         calls = ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call"
         gaps.append(
             f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
-            f"CPU in: {calls}; then {g.next_op or '?'})"
+            f"CPU in: {calls}; then {clip(g.next_op or '?')})"
         )
     return rows + labelled("Largest gaps", gaps)
 

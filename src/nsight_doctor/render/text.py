@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from nsight_doctor.model import Diagnosis, Finding
+from nsight_doctor.model import Diagnosis, Finding, fmt_ns
 from nsight_doctor.render.common import impact_text, input_line, summary_rows
 
 WIDTH = 100
@@ -31,13 +31,13 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
         out.append(bold("Findings about the steady state, ranked by the time a fix would recover"))
     else:
         out.append(bold("No findings about the steady state."))
-    for i, f in enumerate(work, 1):
-        out.extend(finding_lines(d, f, i))
+    for i, (f, same) in enumerate(fold_per_gpu(work), 1):
+        out.extend(finding_lines(d, f, i, same))
     if onetime:
         out.append("")
         out.append(bold("Start-up and warm-up (one-time)"))
-        for i, f in enumerate(onetime, len(work) + 1):
-            out.extend(finding_lines(d, f, i))
+        for i, (f, same) in enumerate(fold_per_gpu(onetime), len(work) + 1):
+            out.extend(finding_lines(d, f, i, same))
     if notes:
         out.append("")
         out.append(bold("Profile notes"))
@@ -53,14 +53,44 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def finding_lines(d: Diagnosis, f: Finding, i: int) -> list[str]:
-    return [
+FOLD_AT = 3  # findings of one rule on this many GPUs or more print once, the others as one line
+
+
+def fold_per_gpu(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """Each finding with the same rule's findings on other GPUs folded under the first (the
+    largest), when the rule fired on FOLD_AT GPUs or more: a 4- or 8-GPU run otherwise prints
+    the same paragraph once per GPU. The JSON and Markdown outputs keep every finding."""
+    per_rule: dict[str, int] = {}
+    for f in findings:
+        if "device_id" in f.evidence:
+            per_rule[f.rule_id] = per_rule.get(f.rule_id, 0) + 1
+    out: list[tuple[Finding, list[Finding]]] = []
+    heads: dict[str, list[Finding]] = {}
+    for f in findings:
+        if per_rule.get(f.rule_id, 0) >= FOLD_AT and "device_id" in f.evidence:
+            if f.rule_id in heads:
+                heads[f.rule_id].append(f)
+                continue
+            heads[f.rule_id] = []
+            out.append((f, heads[f.rule_id]))
+        else:
+            out.append((f, []))
+    return out
+
+
+def finding_lines(d: Diagnosis, f: Finding, i: int, same: list[Finding] | None = None) -> list[str]:
+    lines = [
         "",
         *wrap(sanitize(f"{i}. [{f.severity}] {f.title}"), "", "   "),
         f"   {impact_text(f, d)}; rule {f.rule_id}",
         *wrap(sanitize(f.message), "   ", "   "),
         *wrap(sanitize(f.recommendation), "   -> ", "      "),
     ]
+    if same:
+        gpus = [(g.evidence["device_id"], g.impact_ns) for g in same]
+        others = ", ".join(f"GPU {dev} ({fmt_ns(ns)})" if ns else f"GPU {dev}" for dev, ns in gpus)
+        lines.extend(wrap(f"The same on {others}; --format json or markdown gives each in full.", "   ", "   "))
+    return lines
 
 
 def wrap(text: str, first: str, rest: str) -> list[str]:
