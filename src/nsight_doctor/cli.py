@@ -135,7 +135,7 @@ def main():
     "--db",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Keep the DuckDB store in this new file, for your own SQL.",
+    help="Keep the DuckDB store in this file, for your own SQL (an existing store of the same profile is reused).",
 )
 @click.option(
     "--nsys",
@@ -152,9 +152,12 @@ def main():
     show_default=True,
     help="How many of the largest idle gaps to report.",
 )
+@click.option("--no-cache", is_flag=True, help="Analyse again even when the same content was analysed before.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path, largest_gaps, verbose, quiet):
+def analyze(
+    inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path, largest_gaps, no_cache, verbose, quiet
+):
     """Diagnose a profile: a ranked list of findings with evidence and fixes.
 
     PROFILE is an Nsight Systems report (.nsys-rep, .qdrep), its SQLite export or a Parquet
@@ -191,6 +194,7 @@ def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, ns
         largest_gaps=largest_gaps,
         command="nsight-doctor " + shlex.join(sys.argv[1:]),
         progress=progress,
+        cache=not no_cache and not os.environ.get("NSIGHT_DOCTOR_NO_CACHE"),
     )
     try:
         diagnosis = run_analysis(inputs, opts)
@@ -320,6 +324,14 @@ def rules_docs(out_dir, rules_dirs, check):
         return EXIT_FINDINGS
     return 0
 
+
+def _register_archive() -> None:
+    from nsight_doctor.archive.commands import register
+
+    register(main)
+
+
+_register_archive()
 
 if __name__ == "__main__":
     main()

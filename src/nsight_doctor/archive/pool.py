@@ -1,0 +1,151 @@
+"""Worker processes for ingest: N long-lived processes, one task each at a time.
+
+Unlike a ProcessPoolExecutor, the parent always knows which file each worker holds, so a
+worker that dies (a crash in a reader, the kernel's OOM killer) or runs past --timeout costs
+only that file: it is recorded as a failure and a fresh worker takes its place. Workers are
+started with 'spawn' (the parent holds an open DuckDB database and must not be forked), ignore
+Ctrl-C (the parent stops them), and die with the parent on Linux.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from nsight_doctor.archive.worker import Task, run_task
+
+
+def worker_main(conn: Connection, parts_root: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        conn.send(run_task(task, parts_root))
+
+
+def die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the kernel kills this worker when the ingest process dies (kill -9)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass
+class Slot:
+    process: Any
+    conn: Connection
+    task: Task | None = None
+    started: float = 0.0
+
+
+class Pool:
+    def __init__(self, jobs: int, parts_root: str, timeout: float | None = None):
+        self.ctx = mp.get_context("spawn")
+        self.jobs = max(1, jobs)
+        self.parts_root = parts_root
+        self.timeout = timeout
+        self.slots: list[Slot] = []
+
+    def start_slot(self) -> Slot:
+        parent, child = self.ctx.Pipe()
+        p = self.ctx.Process(target=worker_main, args=(child, self.parts_root), daemon=True)
+        p.start()
+        child.close()
+        return Slot(p, parent)
+
+    def run(
+        self,
+        tasks: Iterable[Task],
+        on_result: Callable[[Task, dict[str, Any]], None],
+        on_start: Callable[[Task], None] | None = None,
+        tick: Callable[[], None] | None = None,
+    ) -> None:
+        """Runs every task; on_result(task, result) is called in this process as each ends."""
+        queue = list(tasks)
+        queue.reverse()
+        try:
+            self.slots = [self.start_slot() for _ in range(min(self.jobs, len(queue)))]
+            while queue or any(s.task for s in self.slots):
+                for s in self.slots:
+                    if s.task is None and queue:
+                        s.task, s.started = queue.pop(), time.monotonic()
+                        if on_start:
+                            on_start(s.task)
+                        s.conn.send(s.task)
+                busy = [s for s in self.slots if s.task]
+                ready = wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=0.5)
+                for i, s in enumerate(self.slots):
+                    if s.task is None:
+                        continue
+                    task = s.task
+                    if s.conn in ready:
+                        try:
+                            result = s.conn.recv()
+                        except (EOFError, OSError):
+                            result = None
+                        if result is not None:
+                            s.task = None
+                            on_result(task, result)
+                            continue
+                    if s.process.sentinel in ready or not s.process.is_alive():
+                        s.process.join(1)
+                        self.slots[i] = self.restart(s)
+                        on_result(task, died(task, s.process.exitcode))
+                    elif self.timeout and time.monotonic() - s.started > self.timeout:
+                        s.process.kill()
+                        s.process.join(5)
+                        self.slots[i] = self.restart(s)
+                        on_result(task, failure(task, "Timeout", f"analysis took longer than {self.timeout:g} s"))
+                if tick:
+                    tick()
+        finally:
+            self.close()
+
+    def restart(self, s: Slot) -> Slot:
+        try:
+            s.conn.close()
+        except OSError:
+            pass
+        return self.start_slot()
+
+    def close(self) -> None:
+        for s in self.slots:
+            try:
+                if s.task is None:
+                    s.conn.send(None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 2
+        for s in self.slots:
+            if s.task is not None:
+                s.process.kill()
+            s.process.join(max(0.0, deadline - time.monotonic()))
+            if s.process.is_alive():
+                s.process.kill()
+                s.process.join(1)
+            s.conn.close()
+        self.slots = []
+
+
+def failure(task: Task, error_type: str, error: str) -> dict[str, Any]:
+    return {"profile_id": task.profile_id, "ok": False, "error": error, "error_type": error_type, "seconds": 0.0}
+
+
+def died(task: Task, code: int | None) -> dict[str, Any]:
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    hint = " (killed: out of memory?)" if code == -signal.SIGKILL else ""
+    return failure(task, "WorkerDied", f"the worker process died ({how}){hint} while analysing this file")
