@@ -336,12 +336,33 @@ def current_digest(analyze_opts: dict[str, Any]) -> str:
     return analysis_cache.analysis_digest(chosen, analyze_opts.get("largest_gaps", 10))
 
 
+def join_known_profiles(con: duckdb.DuckDBPyConnection, units: list[Unit]) -> None:
+    """A file whose content is already part of a profile joins it: an export found alone is
+    the profile of the report it was found beside before, and a report found later with an
+    export that was ingested alone joins that export's profile."""
+    owner = dict(
+        con.execute("SELECT content_sha256, profile_id FROM files WHERE content_sha256 IS NOT NULL").fetchall()
+    )
+    owner.update({pid: pid for (pid,) in con.execute("SELECT profile_id FROM profiles").fetchall()})
+    # Reports with their exports first, so that an export found alone joins its report.
+    for u in sorted(units, key=lambda u: -len(u.members)):
+        if u.error is not None or u.kind == "group" or not u.profile_id:
+            continue
+        known = next((owner[m.sha] for m in u.members if m.sha in owner), None)
+        if known:
+            u.profile_id = known
+        for m in u.members:
+            if m.sha:
+                owner.setdefault(m.sha, u.profile_id)
+
+
 def plan(
     con: duckdb.DuckDBPyConnection, units: list[Unit], opts: IngestOptions, digest: str, res: IngestResult
 ) -> tuple[list[Task], dict[str, Unit]]:
     """Which profiles to analyse: new content, and (with --reanalyze) content analysed by
     other code or rules; copies of known content only add their paths."""
     have = dict(con.execute("SELECT profile_id, analysis_digest FROM profiles").fetchall())
+    join_known_profiles(con, units)
     failed = {
         r[0]: (r[1], r[2], r[3])
         for r in con.execute("SELECT path, profile_id, analysis_digest, error FROM failures").fetchall()
@@ -354,6 +375,7 @@ def plan(
     first: dict[str, Unit] = {}
     con.execute("BEGIN TRANSACTION")
     for pid, group in by_id.items():
+        group.sort(key=lambda u: -len(u.members))  # a report with its exports names the profile
         unit = group[0]
         first[pid] = unit
         res.found += 1

@@ -150,11 +150,11 @@ def tables(r: Reader, top: int, by_labels: list[str], trend: str) -> list[Table 
 
 def worst_utilisation(r: Reader, top: int) -> Table:
     rows = r.rows(
-        """SELECT p.paths[1], array_to_string(p.gpu_names, ', '), p.gpu_busy_pct, s.gpu_window_ns,
+        """SELECT p.path, array_to_string(p.gpu_names, ', '), p.gpu_busy_pct, s.gpu_window_ns,
                   s.kernel_count, p.top_rule_id, p.top_impact_ns
            FROM p JOIN summaries s ON s.profile_id = p.profile_id
            WHERE p.gpu_busy_pct IS NOT NULL
-           ORDER BY p.gpu_busy_pct, p.paths[1] LIMIT ?""",
+           ORDER BY p.gpu_busy_pct, p.path LIMIT ?""",
         [top],
     )
     return Table(
@@ -196,7 +196,7 @@ def slowest_steps(r: Reader, top: int, cols: dict[str, str]) -> Table:
             "steps, when the analysis finds them).",
         )
     rows = r.rows(
-        f"""SELECT p.paths[1], array_to_string(p.gpu_names, ', '), s.{quote(col)}, p.gpu_busy_pct, p.top_rule_id
+        f"""SELECT p.path, array_to_string(p.gpu_names, ', '), s.{quote(col)}, p.gpu_busy_pct, p.top_rule_id
             FROM p JOIN summaries s ON s.profile_id = p.profile_id WHERE s.{quote(col)} IS NOT NULL
             ORDER BY s.{quote(col)} DESC LIMIT ?""",
         [top],
@@ -300,7 +300,7 @@ def failures(r: Reader, top: int) -> Table:
     rows = [
         list(x)
         for x in r.con.execute(
-            "SELECT error_type, count(*), arg_min(path, path), arg_min(error, path) FROM failures "
+            "SELECT error_type, count(*), min(path), arg_min(error, path) FROM failures "
             "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT ?",
             [top],
         ).fetchall()

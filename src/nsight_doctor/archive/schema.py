@@ -292,8 +292,9 @@ def ncu_kernels_table() -> Table:
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Creates the tables a database lacks and adds the columns it lacks (never drops any)."""
-    for sql in ddl_files().values():
+    for name, sql in ddl_files().items():
         con.execute(sql)
+        add_missing_columns(con, name, [(c, t.replace(" PRIMARY KEY", "")) for c, t in re_columns(sql)])
     for table in [*derived_tables(), ncu_kernels_table()]:
         con.execute(create_sql(table))
         add_missing_columns(con, table.name, [(c.name, c.type) for c in table.columns])

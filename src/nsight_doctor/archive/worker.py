@@ -192,6 +192,7 @@ def diagnosis_rows(
     top = d.findings[0] if d.findings else None
     profile = {
         "profile_id": task.profile_id,
+        "path": task.primary,
         "kind": task.kind,
         "paths": sorted(set(task.paths)),
         "analysed_path": analysed,

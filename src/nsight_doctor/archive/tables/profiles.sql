@@ -5,6 +5,8 @@
 --
 -- profile_id: sha256 of the profile's content (of the report when there is one; of every
 --   file, by name, for a Parquet folder; of the members' ids for a --group folder profile).
+-- path: the path that names it: the report, for a report and its export; otherwise the
+--   first path at which its content was found.
 -- kind: what the profile is: nsys-rep, nsys-sqlite, nsys-parquet, ncu-rep, nvprof, or group.
 -- paths: every path at which this content was found, sorted (members of a tar or zip
 --   archive as ARCHIVE!MEMBER).
@@ -34,6 +36,7 @@
 -- ingested_at: when its rows were committed (UTC).
 CREATE TABLE IF NOT EXISTS profiles (
     profile_id VARCHAR PRIMARY KEY,
+    path VARCHAR,
     kind VARCHAR,
     paths VARCHAR[],
     analysed_path VARCHAR,
