@@ -375,6 +375,12 @@ def test_cached_reanalysis_skips_ingest(tmp_path, monkeypatch):
     cached = run_cli("analyze", str(sample("decode_b1_graphs")), "--format", "markdown")
     strip = lambda s: [ln for ln in s.splitlines() if "nsight-doctor analyze" not in ln and "cached" not in ln]  # noqa: E731
     assert strip(cached.stdout) == strip(fresh.stdout)
+    # A copy under another name reuses it too, and the report names the copy.
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(sample("decode_b1_graphs"), copy)
+    renamed = run_cli("analyze", str(copy), "--format", "json")
+    assert json.loads(renamed.stdout)["inputs"][0]["path"] == str(copy)
+    assert "reused the cached analysis" in renamed.stdout
 
 
 # --- the corpus ------------------------------------------------------------------------------------
@@ -415,3 +421,36 @@ def test_corpus_ingest(tmp_path):
 
 def test_generated_fleet_schema_is_current():
     assert (REPO / "docs" / "fleet-schema.md").read_text() == docgen.fleet_schema_page()
+
+
+def test_group_folder_analyses_a_timeline_with_its_ncu_reports(tmp_path):
+    run = tmp_path / "b512"
+    run.mkdir()
+    shutil.copy(sample("decode_b512"), run)
+    shutil.copy(SAMPLES / "ncu" / "ncu_decode_b512_full.ncu-rep.xz", run)
+    db = tmp_path / "fleet.duckdb"
+    assert run_cli("ingest", str(run), "--db", str(db), "--group", "folder", "-q").returncode == 0
+    [(pid, kind, n_paths)] = q(db, "SELECT profile_id, kind, len(paths) FROM profiles")
+    assert kind == "group" and n_paths == 2
+    d = analyze([run / "decode_b512.sqlite", run / "ncu_decode_b512_full.ncu-rep.xz"])
+    assert q(db, "SELECT rule_id, impact_ns FROM findings ORDER BY rank") == [
+        (f.rule_id, f.impact_ns) for f in d.findings
+    ]
+    assert q(db, f"SELECT count(*) > 0 FROM ncu_kernels WHERE profile_id = '{pid}'") == [(True,)]
+    # Without grouping, the same files are two profiles.
+    other = tmp_path / "separate.duckdb"
+    assert run_cli("ingest", str(run), "--db", str(other), "-q").returncode == 0
+    assert sorted(k for (k,) in q(other, "SELECT kind FROM profiles")) == ["ncu-rep", "nsys-sqlite"]
+
+
+def test_reanalyze_redoes_profiles_of_other_rules(tmp_path, archive):
+    db = tmp_path / "fleet.duckdb"
+    assert run_cli("ingest", str(archive / "tp2"), "--db", str(db), "-q").returncode == 0
+    [(digest,)] = q(db, "SELECT analysis_digest FROM profiles")
+    changed = ["--threshold", "launch-bound.min_launch_idle_pct=90"]
+    r = run_cli("ingest", str(archive / "tp2"), "--db", str(db), *changed)
+    assert "0 analysed, 1 already in" in r.stdout
+    r = run_cli("ingest", str(archive / "tp2"), "--db", str(db), *changed, "--reanalyze")
+    assert "1 analysed" in r.stdout, r.stdout
+    [(new_digest, n)] = q(db, "SELECT analysis_digest, count(*) OVER () FROM profiles")
+    assert new_digest != digest and n == 1

@@ -165,8 +165,8 @@ def schema_page() -> str:
         "# The store: documented views",
         "",
         "`nsight-doctor analyze --db FILE` keeps the DuckDB database it builds, so these views "
-        "can be queried directly (`duckdb FILE`). Rules read only these views. Times are in "
-        "nanoseconds from the start of the capture; names are resolved from the export's "
+        'can be queried directly (`nsight-doctor query --db FILE "SQL"`). Rules read only these views. '
+        "Times are in nanoseconds from the start of the capture; names are resolved from the export's "
         "string table.",
         "",
     ]

@@ -47,6 +47,12 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         hit = analysis_cache.load(inputs_id, digest)
         if hit is not None:
             hit.command = opts.command
+            # The same content may have been analysed under another name.
+            for rec, given in zip(hit.inputs, inputs):
+                old, new = rec["path"], str(given)
+                if old != new:
+                    rec["path"] = new
+                    hit.notes = [n.replace(old, new) for n in hit.notes]
             hit.notes.append(
                 "reused the cached analysis of this content (same code, rules and options); "
                 "--no-cache analyses it again"

@@ -40,6 +40,9 @@ class IngestProgress:
             click.echo(f"failed: {path}: {error}", err=True)
         if not self.enabled:
             return
+        if "stage" in c:
+            self.show(f"[ingest] {c['stage']}")
+            return
         now = time.monotonic()
         if now - self.last < 0.2 and c["done"] < c["total"]:
             return
@@ -48,13 +51,16 @@ class IngestProgress:
         rate = c["done"] / elapsed if elapsed > 0 else 0.0
         left = c["total"] - c["done"]
         eta = f", ~{left / rate:.0f} s left" if rate and left else ""
-        current = os.path.basename(c.get("current") or "")
+        current = ", ".join(os.path.basename(p) for p in c.get("running", []))
         line = (
             f"[ingest] {c['done']}/{c['total']} done, {c['failed']} failed, {left} remaining, "
             f"{rate:.2f} profiles/s{eta}  {current}"
         )
-        width = max(20, _columns() - 1)
-        sys.stderr.write("\r\x1b[2K" + line[:width])
+        self.show(line)
+
+    def show(self, line: str) -> None:
+        width = _columns() - 1
+        sys.stderr.write("\r\x1b[2K" + (line[:width] if width >= 40 else line))
         sys.stderr.flush()
 
     def clear(self) -> None:
@@ -148,7 +154,8 @@ def ingest(
     for key in overrides:
         if "." not in key:
             raise click.BadParameter(f"'{key}' is not RULE.NAME=VALUE", param_hint="--threshold")
-    analyze_opts: dict[str, Any] = {"cache": True}
+    # Each diagnosis also goes into analyze's cache, so that analysing an ingested file is instant.
+    analyze_opts: dict[str, Any] = {"cache": not os.environ.get("NSIGHT_DOCTOR_NO_CACHE")}
     if rules_dirs:
         analyze_opts["rules_dirs"] = list(rules_dirs)
     if overrides:

@@ -22,7 +22,7 @@ def run_dask(
     scheduler: str,
     parts_root: str,
     on_result: Callable[[Task, dict[str, Any]], None],
-    on_start: Callable[[Task], None] | None = None,
+    on_start: Callable[[Task], None] | None = None,  # Dask schedules: no per-task start
 ) -> None:
     try:
         from distributed import Client, as_completed
@@ -41,8 +41,6 @@ def run_dask(
             fut = client.submit(run_task, task, parts_root, key=f"nsight-doctor-{task.profile_id}", pure=False)
             by_key[fut.key] = task
             futures.append(fut)
-            if on_start:
-                on_start(task)
         for fut in as_completed(futures):
             task = by_key[fut.key]
             try:

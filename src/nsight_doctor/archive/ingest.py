@@ -146,24 +146,56 @@ def check_is_fleet(db: Path) -> None:
 # --- merging parts --------------------------------------------------------------------------
 
 
-def merge_part(con: duckdb.DuckDBPyConnection, part: Path, unit: Unit | None, labels: dict[str, str]) -> str:
+class Columns:
+    """The database's tables and columns, read once and kept current as parts add to them."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self.tables: dict[str, dict[str, str]] = {}
+        rows = con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main'"
+        ).fetchall()
+        for t, c, kind in rows:
+            self.tables.setdefault(t, {})[c] = kind
+
+    def ensure(self, table: str, cols: list[tuple[str, str]]) -> None:
+        have = self.tables.get(table)
+        if have is None:
+            defs = ", ".join(f"{quote(c)} {t}" for c, t in cols)
+            self.con.execute(f"CREATE TABLE {quote(table)} ({defs})")
+            self.tables[table] = dict(cols)
+            return
+        for c, t in cols:
+            if c not in have:
+                self.con.execute(f"ALTER TABLE {quote(table)} ADD COLUMN {quote(c)} {t}")
+                have[c] = t
+
+    def per_profile(self) -> list[str]:
+        return sorted(t for t, cols in self.tables.items() if "profile_id" in cols and t not in ("files", "failures"))
+
+
+def merge_part(
+    con: duckdb.DuckDBPyConnection,
+    part: Path,
+    unit: Unit | None,
+    labels: dict[str, str],
+    columns: Columns | None = None,
+) -> str:
     """One profile's part into the database, in one transaction; returns its profile_id."""
     manifest = json.loads((part / "part.json").read_text())
     pid = manifest["profile_id"]
-    files = sorted(part.glob("*.parquet"))
+    columns = columns or Columns(con)
     con.execute("BEGIN TRANSACTION")
     try:
         old = con.execute("SELECT paths, labels FROM profiles WHERE profile_id = ?", [pid]).fetchone()
-        for table in per_profile_tables(con):
-            con.execute(f"DELETE FROM {quote(table)} WHERE profile_id = ?", [pid])
-        for f in files:
-            table = f.stem
-            src = f"read_parquet({literal(str(f))})"
-            cols = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
-            if not table_exists(con, table):
-                con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM {src} LIMIT 0")
-            schema.add_missing_columns(con, table, [(c[0], c[1]) for c in cols])
-            con.execute(f"INSERT INTO {quote(table)} BY NAME SELECT * FROM {src}")
+        if old or unit is None:
+            for table in columns.per_profile():
+                con.execute(f"DELETE FROM {quote(table)} WHERE profile_id = ?", [pid])
+        for table, cols in manifest["tables"].items():
+            columns.ensure(table, [tuple(c) for c in cols])
+            names = ", ".join(quote(c) for c, _ in cols)
+            src = literal(str(part / f"{table}.parquet"))
+            con.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM read_parquet({src})")
         if old:
             con.execute(
                 "UPDATE profiles SET paths = list_sort(list_distinct(list_concat(paths, ?))), "
@@ -183,14 +215,6 @@ def merge_part(con: duckdb.DuckDBPyConnection, part: Path, unit: Unit | None, la
         raise
     shutil.rmtree(part, ignore_errors=True)
     return pid
-
-
-def per_profile_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    rows = con.execute(
-        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'profile_id' "
-        "AND schema_name = 'main' AND table_name NOT IN ('files', 'failures')"
-    ).fetchall()
-    return sorted(r[0] for r in rows)
 
 
 def set_labels(con: duckdb.DuckDBPyConnection, pid: str, labels: dict[str, str]) -> None:
@@ -221,13 +245,14 @@ def merge_leftovers(con: duckdb.DuckDBPyConnection, parts_root: Path) -> int:
     """Parts that an interrupted ingest wrote but did not merge; half-written ones go."""
     if not parts_root.is_dir():
         return 0
+    columns = Columns(con)
     n = 0
     for part in sorted(parts_root.iterdir()):
         if part.name.startswith(".") or not (part / "part.json").exists():
             shutil.rmtree(part, ignore_errors=True)
             continue
         try:
-            merge_part(con, part, None, {})
+            merge_part(con, part, None, {}, columns)
             n += 1
         except (duckdb.Error, OSError, ValueError, KeyError):
             shutil.rmtree(part, ignore_errors=True)
@@ -249,12 +274,20 @@ def ingest(paths: Sequence[str | os.PathLike], db: str | os.PathLike, opts: Inge
     res = IngestResult()
     digest = current_digest(opts.analyze)
     parts_root = parts_root_for(db, opts.parts_dir)
+
+    def stage(text: str) -> None:
+        if opts.progress:
+            opts.progress({"stage": text})
+
     with exclusive(db):
         con = connect_writer(db)
         try:
             res.merged_leftovers = merge_leftovers(con, parts_root)
+            columns = Columns(con)
             skip = [db, Path(str(db) + ".wal"), lock_path(db), parts_root]
+            stage("finding profiles")
             found = discover(paths, opts.group, skip=skip)
+            stage(f"identifying {sum(len(u.members) for u in found.units)} files by content")
             res.skipped_files = found.skipped
             known = {
                 r[0]: (r[1], r[2], r[3])
@@ -268,14 +301,16 @@ def ingest(paths: Sequence[str | os.PathLike], db: str | os.PathLike, opts: Inge
                 "done": 0,
                 "failed": 0,
                 "started": time.monotonic(),
-                "current": "",
+                "running": [],
             }
 
             def on_result(task: Task, result: dict[str, Any]) -> None:
                 unit = units_by_id[task.profile_id]
+                if task.primary in counters["running"]:
+                    counters["running"].remove(task.primary)
                 if result.get("ok"):
                     try:
-                        merge_part(con, Path(result["part"]), unit, opts.labels)
+                        merge_part(con, Path(result["part"]), unit, opts.labels, columns)
                         res.analysed += 1
                     except (duckdb.Error, OSError, ValueError, KeyError) as e:
                         fail(unit, f"could not merge its rows: {first_line(e)}", "MergeError")
@@ -293,7 +328,7 @@ def ingest(paths: Sequence[str | os.PathLike], db: str | os.PathLike, opts: Inge
                     opts.progress({**counters, "failure": (unit.primary.path, error)})
 
             def on_start(task: Task) -> None:
-                counters["current"] = task.primary
+                counters["running"].append(task.primary)
                 if opts.progress:
                     opts.progress(counters)
 

@@ -290,6 +290,17 @@ def ncu_kernels_table() -> Table:
     )
 
 
+@lru_cache(maxsize=1)
+def declared_columns() -> dict[str, tuple[tuple[str, str], ...]]:
+    """(column, type) of every table the worker fills from Python rows."""
+    out = {
+        name: tuple((c, t.replace(" PRIMARY KEY", "")) for c, t in re_columns(sql)) for name, sql in ddl_files().items()
+    }
+    for t in derived_tables():
+        out[t.name] = tuple((c.name, c.type) for c in t.columns)
+    return out
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Creates the tables a database lacks and adds the columns it lacks (never drops any)."""
     for name, sql in ddl_files().items():

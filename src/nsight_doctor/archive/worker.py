@@ -24,7 +24,7 @@ import duckdb
 
 from nsight_doctor import __version__
 from nsight_doctor.archive import schema
-from nsight_doctor.db import first_line, literal, quiet, quote
+from nsight_doctor.db import first_line, literal, plain, quiet, scalar
 from nsight_doctor.errors import DoctorError
 from nsight_doctor.model import Diagnosis, severity_rank
 
@@ -75,7 +75,11 @@ def run_task(task: Task, parts_root: str) -> dict[str, Any]:
                     traceback.print_exc()
                 continue
             seconds = time.monotonic() - t0
-            part = write_part(task, inputs, diagnosis, db, parts_root, seconds)
+            try:
+                part = write_part(task, inputs, diagnosis, db, parts_root, seconds)
+            except (duckdb.Error, OSError, ValueError, TypeError) as e:
+                errors.append((type(e).__name__, f"internal error writing its rows: {first_line(e)}"))
+                break
             return {"profile_id": task.profile_id, "ok": True, "part": str(part), "seconds": seconds}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -108,13 +112,13 @@ def write_part(task: Task, inputs: list[str], d: Diagnosis, db: Path, parts_root
         quiet(store)
         try:
             facts = store_facts(store)
-            copy_store_tables(store, task.profile_id, tmp)
+            tables = copy_store_tables(store, task.profile_id, tmp)
         finally:
             store.close()
         rows = diagnosis_rows(task, inputs, d, facts, seconds)
-        write_rows(rows, tmp)
+        tables.update(write_rows(rows, tmp))
         (tmp / "part.json").write_text(
-            json.dumps({"profile_id": task.profile_id, "task": asdict(task), "tables": sorted(rows)})
+            json.dumps({"profile_id": task.profile_id, "task": asdict(task), "tables": tables})
         )
         final = root / task.profile_id
         if final.exists():
@@ -148,37 +152,48 @@ def store_facts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     }
 
 
-def copy_store_tables(con: duckdb.DuckDBPyConnection, profile_id: str, out: Path) -> None:
-    """kernels, kernel_categories and ncu_kernels, straight from the store into Parquet."""
+def copy_store_tables(con: duckdb.DuckDBPyConnection, profile_id: str, out: Path) -> dict[str, list[tuple[str, str]]]:
+    """kernels, kernel_categories and ncu_kernels, straight from the store into Parquet (the
+    tables with rows only); returns each written table's columns."""
     from nsight_doctor.store.taxonomy import case_sql
 
     pid = literal(profile_id)
     category = case_sql("name", "demangled_name")
+    # Names are classified once each, after grouping, not once per kernel execution.
+    per_name = f"""
+        WITH per AS (
+            SELECT device_id, name, any_value(demangled_name) AS demangled_name, count(*) AS count,
+                   sum(duration) AS total_ns, avg(duration) AS mean_ns, median(duration) AS median_ns,
+                   min(duration) AS min_ns, max(duration) AS max_ns, count(*) FILTER (WHERE in_graph) AS in_graph
+            FROM kernels GROUP BY device_id, name
+        )
+        SELECT *, {category} AS category FROM per"""
     queries = {
         "kernels": f"""
-            WITH k AS (SELECT *, {category} AS category FROM kernels),
-            per AS (
-                SELECT device_id, name, any_value(demangled_name) AS demangled_name,
-                       any_value(category) AS category, count(*) AS count, sum(duration) AS total_ns,
-                       avg(duration) AS mean_ns, median(duration) AS median_ns, min(duration) AS min_ns,
-                       max(duration) AS max_ns, count(*) FILTER (WHERE in_graph) AS in_graph
-                FROM k GROUP BY device_id, name
-            )
             SELECT {pid} AS profile_id, CAST(device_id AS INTEGER) AS device_id, name, demangled_name, category,
                    count, CAST(total_ns AS BIGINT) AS total_ns, mean_ns, CAST(median_ns AS DOUBLE) AS median_ns,
                    CAST(min_ns AS BIGINT) AS min_ns, CAST(max_ns AS BIGINT) AS max_ns, in_graph,
                    100.0 * total_ns / nullif(sum(total_ns) OVER (PARTITION BY device_id), 0) AS share_pct
-            FROM per ORDER BY device_id, total_ns DESC""",
+            FROM ({per_name}) ORDER BY device_id, total_ns DESC""",
         "kernel_categories": f"""
-            WITH k AS (SELECT name, duration, {category} AS category FROM kernels)
-            SELECT {pid} AS profile_id, category, count(DISTINCT name) AS kernel_names, count(*) AS count,
-                   CAST(sum(duration) AS BIGINT) AS total_ns,
-                   100.0 * sum(duration) / nullif(sum(sum(duration)) OVER (), 0) AS share_pct
-            FROM k GROUP BY category ORDER BY total_ns DESC""",
+            SELECT {pid} AS profile_id, category, count(DISTINCT name) AS kernel_names, sum(count) AS count,
+                   CAST(sum(total_ns) AS BIGINT) AS total_ns,
+                   100.0 * sum(total_ns) / nullif(sum(sum(total_ns)) OVER (), 0) AS share_pct
+            FROM ({per_name}) GROUP BY category ORDER BY total_ns DESC""",
         "ncu_kernels": f"SELECT {pid} AS profile_id, * FROM ncu_kernels",
     }
+    counts = {
+        "kernels": scalar(con, "SELECT count(*) FROM kernels"),
+        "ncu_kernels": scalar(con, "SELECT count(*) FROM ncu_kernels"),
+    }
+    counts["kernel_categories"] = counts["kernels"]
+    written = {}
     for table, sql in queries.items():
+        if not counts[table]:
+            continue
         con.execute(f"COPY ({sql}) TO {literal(str(out / (table + '.parquet')))} (FORMAT parquet)")
+        written[table] = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+    return written
 
 
 def diagnosis_rows(
@@ -236,7 +251,7 @@ def diagnosis_rows(
             "title": f.title,
             "message": f.message,
             "recommendation": f.recommendation,
-            "evidence": json.dumps(f.evidence, allow_nan=False, default=str),
+            "evidence": plain(f.evidence),
         }
         for n, f in enumerate(d.findings, 1)
     ]
@@ -264,38 +279,39 @@ def capture_start(d: Diagnosis) -> datetime | None:
     return None
 
 
-def write_rows(rows: dict[str, list[dict[str, Any]]], out: Path) -> None:
-    """Python rows into Parquet files, typed by the fleet tables' declarations."""
-    tables = {t.name: t for t in schema.derived_tables()}
+def write_rows(rows: dict[str, list[dict[str, Any]]], out: Path) -> dict[str, list[tuple[str, str]]]:
+    """Python rows into Parquet files (tables with rows only), typed by the fleet tables'
+    declarations; returns each written table's columns. The rows go through a JSON file that
+    DuckDB reads with the declared types: one statement per table, not one per row."""
+    declared = schema.declared_columns()
+    written: dict[str, list[tuple[str, str]]] = {}
     con = duckdb.connect()
     quiet(con)
     try:
-        for sql in schema.ddl_files().values():
-            con.execute(sql)
         for name, table_rows in rows.items():
-            if name in tables:
-                con.execute(schema.create_sql(tables[name]))
-            cols = [(c, t) for c, t in schema.existing_columns(con, name).items()]
-            names = [c for c, _ in cols]
-            marks = ", ".join(
-                "MAP(CAST(? AS VARCHAR[]), CAST(? AS VARCHAR[]))" if t.startswith("MAP") else "?" for _, t in cols
+            if not table_rows:
+                continue
+            cols = list(declared[name])
+            data = [{c: json_cell(r.get(c), t) for c, t in cols} for r in table_rows]
+            src = out / f".{name}.json"
+            src.write_text(json.dumps(data, default=str, allow_nan=False))
+            types = ", ".join(f"{literal(c)}: {literal(t)}" for c, t in cols)
+            con.execute(
+                f"COPY (SELECT * FROM read_json({literal(str(src))}, format = 'array', columns = {{{types}}})) "
+                f"TO {literal(str(out / (name + '.parquet')))} (FORMAT parquet)"
             )
-            params = []
-            for r in table_rows:
-                values: list[Any] = []
-                for c, t in cols:
-                    v = r.get(c)
-                    if t.startswith("MAP"):
-                        v = v or {}
-                        values += [list(v.keys()), list(v.values())]
-                    else:
-                        values.append(v)
-                params.append(values)
-            if params:
-                con.executemany(
-                    f"INSERT INTO {quote(name)} ({', '.join(map(quote, names))}) VALUES ({marks})",
-                    params,
-                )
-            con.execute(f"COPY {quote(name)} TO {literal(str(out / (name + '.parquet')))} (FORMAT parquet)")
+            src.unlink()
+            written[name] = cols
     finally:
         con.close()
+    return written
+
+
+def json_cell(v: Any, kind: str) -> Any:
+    """A value as read_json reads it into a column of that type: JSON columns as nested JSON
+    (not a string of JSON), NaN as null."""
+    if kind == "JSON" and isinstance(v, str):
+        v = json.loads(v)
+    if isinstance(v, datetime):
+        return v.isoformat(sep=" ")
+    return plain(v)
