@@ -13,7 +13,7 @@ import multiprocessing as mp
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -48,7 +48,7 @@ def die_with_parent() -> None:
 class Slot:
     process: Any
     conn: Connection
-    task: Task | None = None
+    tasks: list[Task] = field(default_factory=list)  # sent, in order; the first is running
     started: float = 0.0
 
 
@@ -74,42 +74,55 @@ class Pool:
         on_start: Callable[[Task], None] | None = None,
         tick: Callable[[], None] | None = None,
     ) -> None:
-        """Runs every task; on_result(task, result) is called in this process as each ends."""
+        """Runs every task; on_result(task, result) is called in this process as each ends.
+
+        Each worker is sent its next task while it still runs one (while enough are left), so
+        that it never waits for this process to merge a result."""
         queue = list(tasks)
         queue.reverse()
         try:
             self.slots = [self.start_slot() for _ in range(min(self.jobs, len(queue)))]
-            while queue or any(s.task for s in self.slots):
+            while queue or any(s.tasks for s in self.slots):
                 for s in self.slots:
-                    if s.task is None and queue:
-                        s.task, s.started = queue.pop(), time.monotonic()
-                        if on_start:
-                            on_start(s.task)
-                        s.conn.send(s.task)
-                busy = [s for s in self.slots if s.task]
+                    depth = 2 if len(queue) > len(self.slots) else 1
+                    while queue and len(s.tasks) < depth:
+                        task = queue.pop()
+                        if not s.tasks:
+                            s.started = time.monotonic()
+                            if on_start:
+                                on_start(task)
+                        s.tasks.append(task)
+                        s.conn.send(task)
+                busy = [s for s in self.slots if s.tasks]
                 ready = wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=0.5)
                 for i, s in enumerate(self.slots):
-                    if s.task is None:
+                    if not s.tasks:
                         continue
-                    task = s.task
                     if s.conn in ready:
                         try:
                             result = s.conn.recv()
                         except (EOFError, OSError):
                             result = None
                         if result is not None:
-                            s.task = None
+                            task = s.tasks.pop(0)
+                            s.started = time.monotonic()
+                            if s.tasks and on_start:
+                                on_start(s.tasks[0])
                             on_result(task, result)
                             continue
+                    lost: dict[str, Any] | None = None
                     if s.process.sentinel in ready or not s.process.is_alive():
                         s.process.join(1)
-                        self.slots[i] = self.restart(s)
-                        on_result(task, died(task, s.process.exitcode))
+                        lost = died(s.tasks[0], s.process.exitcode)
                     elif self.timeout and time.monotonic() - s.started > self.timeout:
                         s.process.kill()
                         s.process.join(5)
+                        lost = failure(s.tasks[0], "Timeout", f"analysis took longer than {self.timeout:g} s")
+                    if lost is not None:
+                        task, waiting = s.tasks[0], s.tasks[1:]
+                        queue.extend(reversed(waiting))  # sent but not started: run them elsewhere
                         self.slots[i] = self.restart(s)
-                        on_result(task, failure(task, "Timeout", f"analysis took longer than {self.timeout:g} s"))
+                        on_result(task, lost)
                 if tick:
                     tick()
         finally:
@@ -125,13 +138,13 @@ class Pool:
     def close(self) -> None:
         for s in self.slots:
             try:
-                if s.task is None:
+                if not s.tasks:
                     s.conn.send(None)
             except OSError:
                 pass
         deadline = time.monotonic() + 2
         for s in self.slots:
-            if s.task is not None:
+            if s.tasks:
                 s.process.kill()
             s.process.join(max(0.0, deadline - time.monotonic()))
             if s.process.is_alive():
