@@ -112,6 +112,22 @@ def test_fleet_rows_agree_with_analyze(fleet, archive):
     assert gpus == ["NVIDIA H200"] and start.year >= 2025
 
 
+def test_analyze_with_a_fleet_database_reads_its_diagnosis(fleet, archive):
+    db, _ = fleet
+    report = archive / "hf_sdpa" / "hf_sdpa.nsys-rep"
+    r = run_cli("analyze", str(report), "--db", str(db), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert "reused the fleet database" in out["notes"][-1]
+    fresh = analyze([archive / "hf_sdpa" / "hf_sdpa.sqlite"])
+    assert [f["title"] for f in out["findings"]] == [f.title for f in fresh.findings]
+    # Content it does not hold is analysed now, and the fleet is not written.
+    before = q(db, "SELECT count(*) FROM profiles")
+    r = run_cli("analyze", str(sample("decode_b512")), "--db", str(db), "--format", "json")
+    assert r.returncode == 0 and "this content is not in it" in json.loads(r.stdout)["notes"][-1]
+    assert q(db, "SELECT count(*) FROM profiles") == before
+
+
 def test_ncu_profile_fills_ncu_kernels(fleet):
     db, _ = fleet
     [(pid, tool, gpus)] = q(db, "SELECT profile_id, tool, gpu_names FROM profiles WHERE kind = 'ncu-rep'")

@@ -222,3 +222,60 @@ def save(inputs_id: str, digest: str, d: Diagnosis) -> None:
         write_atomic(entry_path(inputs_id, digest), json.dumps(data, default=str))
     except (OSError, TypeError, ValueError):
         pass  # caching is best effort
+
+
+# --- a fleet database as a cache -------------------------------------------------------------------
+
+
+def is_fleet(db: str | os.PathLike) -> bool:
+    """Whether a database is a fleet database (nsight-doctor ingest), not one analysis' store."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    finally:
+        con.close()
+    return {"profiles", "diagnoses"} <= names
+
+
+def fleet_lookup(
+    db: str | os.PathLike, inputs: Sequence[str | os.PathLike], digest: str
+) -> tuple[Diagnosis | None, str]:
+    """The diagnosis a fleet database holds for these inputs' content, and why not when it
+    holds none: one input, found by its content among the fleet's files, analysed with the
+    same digest."""
+    import duckdb
+
+    if len(inputs) != 1:
+        return None, "it keeps one profile per file (a group is looked up by its files only in ingest)"
+    try:
+        sha = content_sha256(inputs[0])
+    except OSError:
+        return None, "the input cannot be read"
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return None, "it is being written (an ingest is running)"
+    try:
+        row = con.execute(
+            "SELECT profile_id FROM profiles WHERE profile_id = ? "
+            "UNION ALL SELECT profile_id FROM files WHERE content_sha256 = ? LIMIT 1",
+            [sha, sha],
+        ).fetchone()
+        if row is None:
+            return None, "this content is not in it (nsight-doctor ingest adds it)"
+        found = con.execute(
+            "SELECT diagnosis FROM diagnoses WHERE profile_id = ? AND analysis_digest = ?", [row[0], digest]
+        ).fetchone()
+    finally:
+        con.close()
+    if found is None:
+        return None, "it holds an analysis by other code, rules or options (ingest --reanalyze updates it)"
+    try:
+        return diagnosis_from_json(json.loads(found[0])), ""
+    except (ValueError, KeyError, TypeError):
+        return None, "its diagnosis of this profile cannot be read"

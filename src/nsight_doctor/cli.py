@@ -135,7 +135,8 @@ def main():
     "--db",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Keep the DuckDB store in this file, for your own SQL (an existing store of the same profile is reused).",
+    help="Keep the DuckDB store in this file, for your own SQL. An existing store of the same profile is reused; "
+    "a fleet database (ingest) that holds the profile gives its diagnosis.",
 )
 @click.option(
     "--nsys",

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -46,18 +47,24 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     if opts.cache and not opts.db and inputs_id and digest:
         hit = analysis_cache.load(inputs_id, digest)
         if hit is not None:
-            hit.command = opts.command
-            # The same content may have been analysed under another name.
-            for rec, given in zip(hit.inputs, inputs):
-                old, new = rec["path"], str(given)
-                if old != new:
-                    rec["path"] = new
-                    hit.notes = [n.replace(old, new) for n in hit.notes]
-            hit.notes.append(
+            return reused(
+                hit,
+                inputs,
+                opts,
                 "reused the cached analysis of this content (same code, rules and options); "
-                "--no-cache analyses it again"
+                "--no-cache analyses it again",
             )
-            return hit
+
+    fleet_note = None
+    if opts.db and digest and Path(opts.db).exists() and analysis_cache.is_fleet(opts.db):
+        # A fleet database (ingest) holds finished diagnoses; analyze never writes to it.
+        hit, why = analysis_cache.fleet_lookup(opts.db, inputs, digest)
+        if hit is not None:
+            paths = ", ".join(i["path"] for i in hit.inputs)
+            note = f"reused the fleet database {opts.db}'s analysis of this content (read from {paths})"
+            return reused(hit, [], opts, note)
+        fleet_note = f"analysed now, not read from the fleet database {opts.db}: {why}"
+        opts = dataclasses.replace(opts, db=None)
 
     reused_store = bool(opts.db and inputs_id and Path(opts.db).exists())
     if opts.db and reused_store:
@@ -94,11 +101,26 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     )
     if opts.cache and inputs_id and digest:
         analysis_cache.save(inputs_id, digest, result)
+    if fleet_note:
+        result.notes.append(fleet_note)
     if reused_store:
         result.notes.append(f"reused the store {opts.db}, built earlier from the same content: ingest skipped")
     elif opts.db:
         result.notes.append(f"the DuckDB store was kept in {opts.db}")
     return result
+
+
+def reused(hit: Diagnosis, inputs: Sequence[str | os.PathLike], opts: AnalyzeOptions, note: str) -> Diagnosis:
+    """A diagnosis kept earlier, shown for the command and the paths given now (the same
+    content may have been analysed under another name)."""
+    hit.command = opts.command
+    for rec, given in zip(hit.inputs, inputs):
+        old, new = rec["path"], str(given)
+        if old != new:
+            rec["path"] = new
+            hit.notes = [n.replace(old, new) for n in hit.notes]
+    hit.notes.append(note)
+    return hit
 
 
 def reuse_store(path: str, inputs_id: str | None) -> store.Store:

@@ -80,7 +80,10 @@ def lock_path(db: Path) -> Path:
 def exclusive(db: Path) -> Iterator[None]:
     """The ingest lock: refused with who holds it, released when this process ends."""
     path = lock_path(db)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise DoctorError(f"cannot write beside '{db}' ({e.strerror}): ingest needs its folder writable") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -263,7 +266,7 @@ def merge_leftovers(con: duckdb.DuckDBPyConnection, parts_root: Path) -> int:
 
 
 def parts_root_for(db: Path, given: str | None) -> Path:
-    return Path(given) if given else db.with_name(db.name + ".parts")
+    return Path(given).absolute() if given else db.absolute().with_name(db.name + ".parts")
 
 
 def ingest(paths: Sequence[str | os.PathLike], db: str | os.PathLike, opts: IngestOptions) -> IngestResult:
@@ -431,12 +434,13 @@ def plan(
         if before and before[0] == pid and before[1] == digest and not opts.retry_failed:
             res.failed_before.append((unit.primary.path, before[2]))
             continue
-        shown = {str(m.local): m.path for u in group for m in u.members}
+        # Absolute paths: Dask workers on other machines do not share this working directory.
+        shown = {os.path.abspath(m.local): m.path for u in group for m in u.members}
         tasks.append(
             Task(
                 profile_id=pid,
                 kind=unit.kind,
-                candidates=[[str(m.local) for m in c] for c in unit.candidates],
+                candidates=[[os.path.abspath(m.local) for m in c] for c in unit.candidates],
                 shown=shown,
                 paths=paths,
                 primary=unit.primary.path,

@@ -4,12 +4,14 @@ Unlike a ProcessPoolExecutor, the parent always knows which file each worker hol
 worker that dies (a crash in a reader, the kernel's OOM killer) or runs past --timeout costs
 only that file: it is recorded as a failure and a fresh worker takes its place. Workers are
 started with 'spawn' (the parent holds an open DuckDB database and must not be forked), ignore
-Ctrl-C (the parent stops them), and die with the parent on Linux.
+Ctrl-C (the parent stops them), and die with the parent on Linux. Each gets its share of the
+cores for DuckDB's threads (``$NSIGHT_DOCTOR_THREADS``, when not already set).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -20,9 +22,11 @@ from typing import Any
 from nsight_doctor.archive.worker import Task, run_task
 
 
-def worker_main(conn: Connection, parts_root: str) -> None:
+def worker_main(conn: Connection, parts_root: str, threads: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
+    # The workers share the cores: each analysis' DuckDB gets its share, not all of them.
+    os.environ.setdefault("NSIGHT_DOCTOR_THREADS", str(threads))
     while True:
         try:
             task = conn.recv()
@@ -62,7 +66,8 @@ class Pool:
 
     def start_slot(self) -> Slot:
         parent, child = self.ctx.Pipe()
-        p = self.ctx.Process(target=worker_main, args=(child, self.parts_root), daemon=True)
+        threads = max(1, (os.cpu_count() or 1) // self.jobs)
+        p = self.ctx.Process(target=worker_main, args=(child, self.parts_root, threads), daemon=True)
         p.start()
         child.close()
         return Slot(p, parent)

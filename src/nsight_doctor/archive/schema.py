@@ -32,7 +32,17 @@ from nsight_doctor.sections import Section, Summary
 SCHEMA_VERSION = 1
 
 #: The fixed tables, in the order the docs list them.
-FIXED_TABLES = ["profiles", "summaries", "findings", "kernels", "kernel_categories", "ncu_kernels", "files", "failures"]
+FIXED_TABLES = [
+    "profiles",
+    "summaries",
+    "findings",
+    "kernels",
+    "kernel_categories",
+    "ncu_kernels",
+    "files",
+    "failures",
+    "diagnoses",
+]
 
 
 @dataclass

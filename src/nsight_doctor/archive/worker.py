@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from nsight_doctor import __version__
+from nsight_doctor import __version__, analysis_cache
 from nsight_doctor.archive import schema
 from nsight_doctor.db import first_line, literal, plain, quiet, scalar
 from nsight_doctor.errors import DoctorError
@@ -234,7 +234,13 @@ def diagnosis_rows(
         "analysis_s": round(seconds, 3),
         "ingested_at": now_utc(),
     }
-    rows: dict[str, list[dict[str, Any]]] = {"profiles": [profile]}
+    whole = analysis_cache.diagnosis_to_json(d)
+    whole["inputs"] = [{**i, "path": task.shown.get(i["path"], i["path"])} for i in whole["inputs"]]
+    whole["notes"] = profile["notes"]
+    rows: dict[str, list[dict[str, Any]]] = {
+        "profiles": [profile],
+        "diagnoses": [{"profile_id": task.profile_id, "analysis_digest": task.digest, "diagnosis": whole}],
+    }
     rows.update(schema.summary_rows(task.profile_id, d.summary))
     rows["findings"] = [
         {

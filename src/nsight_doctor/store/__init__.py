@@ -111,7 +111,7 @@ class Store:
         self.path = path
         self.inputs = inputs
         self.temporary = temporary
-        self.config = {k: v for k, v in (config or {}).items() if k == "memory_limit"}
+        self.config = {k: v for k, v in (config or {}).items() if k in ("memory_limit", "threads")}
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(self.path), read_only=True, config=self.config)
@@ -226,4 +226,9 @@ def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path) -> dict:
     stays within the limit by spilling sorts and joins to the store's folder.
     """
     limit_mb = max(512, int(0.8 * input_bytes(paths) / (1 << 20)))
-    return {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}
+    config: dict = {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}
+    # DuckDB's threads: all cores by default; ingest's worker processes share them out.
+    threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        config["threads"] = int(threads)
+    return config
