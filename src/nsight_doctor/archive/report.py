@@ -168,7 +168,7 @@ def worst_utilisation(r: Reader, top: int) -> Table:
 
 
 def step_column(cols: dict[str, str]) -> str | None:
-    steps = [c for c in cols if "step" in c and c.endswith("_ns") and cols[c] in ("BIGINT", "DOUBLE", "INTEGER")]
+    steps = [c for c in cols if "step" in c and "_ns" in c and cols[c] in ("BIGINT", "DOUBLE", "INTEGER")]
     for pref in ("median", "mean", "p50"):
         for c in steps:
             if pref in c:
