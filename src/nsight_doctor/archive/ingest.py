@@ -363,15 +363,15 @@ def ingest(paths: Sequence[str | os.PathLike], db: str | os.PathLike, opts: Inge
 
 
 def current_digest(analyze_opts: dict[str, Any]) -> str:
-    """The analysis digest the workers will have (analysis_cache.analysis_digest)."""
+    """The analysis digest the workers will have (analysis_cache.analysis_digest), from the
+    same AnalyzeOptions they will build, defaults included."""
     from nsight_doctor import analysis_cache, rules
+    from nsight_doctor.engine import AnalyzeOptions
 
-    all_rules, _ = rules.load_rules(analyze_opts.get("rules_dirs", ()))
-    chosen = rules.with_overrides(
-        rules.select_rules(all_rules, analyze_opts.get("select", ()), analyze_opts.get("ignore", ())),
-        analyze_opts.get("thresholds", {}),
-    )
-    return analysis_cache.analysis_digest(chosen, analyze_opts.get("largest_gaps", 10))
+    opts = AnalyzeOptions(**analyze_opts)
+    all_rules, _ = rules.load_rules(opts.rules_dirs)
+    chosen = rules.with_overrides(rules.select_rules(all_rules, opts.select, opts.ignore), opts.thresholds)
+    return analysis_cache.analysis_digest(chosen, opts.largest_gaps)
 
 
 def join_known_profiles(con: duckdb.DuckDBPyConnection, units: list[Unit]) -> None:
