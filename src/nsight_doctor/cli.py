@@ -6,6 +6,7 @@ not do its job (one line on stderr, never a traceback).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -68,6 +69,46 @@ def rules_option(f):
     )(f)
 
 
+def report_options(command):
+    """--format, -o/--output and --charts: how a command writes its report, shared by every command
+    that reports. The command gets them as one ``report`` argument (nsight_doctor.reports.ReportRequest)."""
+    from nsight_doctor.render import ALL_FORMATS
+
+    @functools.wraps(command)
+    def f(*args, fmt, output, charts_dir, **kwargs):
+        from nsight_doctor.reports import ReportRequest
+
+        return command(*args, report=ReportRequest(fmt=fmt, output=output, charts_dir=charts_dir), **kwargs)
+
+    f = click.option(
+        "--charts",
+        "charts_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        metavar="DIR",
+        help="Also write each chart as PNG and SVG into DIR, with any format.",
+    )(f)
+    f = click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Write the report to FILE. Default: standard output for text, markdown and json; "
+        "PROFILE's name with .html, .ipynb or .pdf in the current folder for those.",
+    )(f)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(ALL_FORMATS),
+        default="text",
+        show_default=True,
+        help="Report format: text, markdown, json (docs/json.md), html (one offline file with charts), "
+        "ipynb (a notebook that reopens the store; keeps it beside the notebook unless --db says where) "
+        "or pdf (printed with a Chromium-based browser). docs/reports.md.",
+    )(f)
+
+
 def split_list(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
@@ -105,14 +146,7 @@ def main():
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, metavar="PROFILE...")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "markdown", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@report_options
 @rules_option
 @click.option(
     "--select", multiple=True, metavar="IDS", help="Run only these rules (ids or tags, comma-separated; repeatable)."
@@ -157,7 +191,19 @@ def main():
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def analyze(
-    inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path, largest_gaps, no_cache, verbose, quiet
+    inputs,
+    report,
+    rules_dirs,
+    select,
+    ignore,
+    thresholds,
+    fail_on,
+    db,
+    nsys_path,
+    largest_gaps,
+    no_cache,
+    verbose,
+    quiet,
 ):
     """Diagnose a profile: a ranked list of findings with evidence and fixes.
 
@@ -173,10 +219,12 @@ def analyze(
       nsight-doctor analyze run.sqlite --format markdown > ticket.md
       nsight-doctor analyze run.sqlite --format json --fail-on high
       nsight-doctor analyze run.sqlite kernels.ncu-rep
+      nsight-doctor analyze run.nsys-rep --format html -o report.html --charts charts/
+      nsight-doctor analyze run.nsys-rep --format ipynb -o report.ipynb
     """
     from nsight_doctor.engine import AnalyzeOptions
     from nsight_doctor.engine import analyze as run_analysis
-    from nsight_doctor.render import render
+    from nsight_doctor.reports import write
 
     overrides = {}
     for item in thresholds:
@@ -184,28 +232,30 @@ def analyze(
         if not sep or "." not in key:
             raise click.BadParameter(f"'{item}' is not RULE.NAME=VALUE", param_hint="--threshold")
         overrides[key.strip()] = value.strip()
+    report.check()
     progress = Progress(enabled=not quiet and sys.stderr.isatty())
     opts = AnalyzeOptions(
         rules_dirs=rules_dirs,
         select=split_list(select),
         ignore=split_list(ignore),
         thresholds=overrides,
-        db=db,
+        db=report.store_for(list(inputs), db),
         nsys=nsys_path,
         largest_gaps=largest_gaps,
         command="nsight-doctor " + shlex.join(sys.argv[1:]),
         progress=progress,
         cache=not no_cache and not os.environ.get("NSIGHT_DOCTOR_NO_CACHE"),
+        report_data=report.needs_data,
     )
     try:
         diagnosis = run_analysis(inputs, opts)
     finally:
         progress.done()
-    if fmt == "text":
-        out = render(diagnosis, "text", color=sys.stdout.isatty(), verbose=verbose)
-    else:
-        out = render(diagnosis, fmt)
-    click.echo(out, nl=False)
+    out, said = write(diagnosis, report, list(inputs), color=sys.stdout.isatty(), verbose=verbose)
+    if out is not None:
+        click.echo(out, nl=False)
+    for line in said if not quiet else []:
+        click.echo(f"nsight-doctor: {line}", err=True)
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in diagnosis.findings):
         return EXIT_FINDINGS
     return 0

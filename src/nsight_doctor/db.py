@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import duckdb
@@ -67,3 +68,34 @@ def one(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = N
 def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> Any:
     row = con.execute(sql, params or []).fetchone()
     return row[0] if row else None
+
+
+# What bind_sql must not touch: string literals, quoted identifiers and comments; and the
+# $parameters it replaces.
+SQL_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|\$([a-z_][a-z0-9_]*)", re.S)
+
+
+def sql_literal(v: Any) -> str:
+    """A value as a DuckDB literal of the type that binding it as a parameter gives."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v!r}::DOUBLE" if math.isfinite(v) else f"'{v}'::DOUBLE"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(sql_literal(x) for x in v) + "]"
+    return literal(str(v))
+
+
+def bind_sql(sql: str, params: dict[str, Any]) -> str:
+    """The query with its $parameters replaced by literal values: the same query, runnable on
+    its own (in the duckdb shell, or the report's notebook) against the store."""
+
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        return sql_literal(params[name]) if name is not None and name in params else m.group(0)
+
+    return SQL_TOKENS.sub(sub, sql).strip() + "\n"

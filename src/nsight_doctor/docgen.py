@@ -237,7 +237,8 @@ otherwise; `_pct` values are percentages (0-100).
   "summary": {"capture_ns": 545789882, "gpu_window_ns": 497205890, "gpu_busy_pct": 8.87, "...": "..."},
   "findings": [{"rank": 1, "rule_id": "launch-bound", "title": "...", "severity": "high",
                 "tags": ["launch-bound", "idle-gaps"], "impact_ns": 420371234, "message": "...",
-                "recommendation": "...", "evidence": {"kernels": 15808, "...": "..."}, "references": []}],
+                "recommendation": "...", "evidence": {"kernels": 15808, "...": "..."}, "references": [],
+                "sql": {"query": "WITH ... SELECT ..."}}],
   "skipped_rules": [{"rule_id": "low-sm-activity", "reason": "no rows in gpu_metrics"}],
   "notes": []
 }
@@ -268,6 +269,12 @@ is estimated); profile-health findings have 0. `evidence` holds the row of the r
 (numbers with their units in the key: `_ns`, `_pct`, `bytes`) and, for some rules, tables
 as lists of objects (e.g. `largest_gaps`). `title`, `message` and `recommendation` are plain
 text; kernel names and NVTX text inside them are exactly as recorded.
+
+`sql` is the finding's provenance: the SQL that produced its evidence, runnable as it is
+against the store kept with `--db` (docs/reports.md). `sql.query` is the rule's query with
+its thresholds written in as literal values: one of its rows is the finding's evidence (with
+`impact_ns`). Each evidence table has its own entry (`sql.largest_gaps`, ...), with the
+finding's row values written in as well.
 
 ## `skipped_rules[]`, `notes[]`
 

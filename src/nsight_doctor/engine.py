@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nsight_doctor import __version__, analysis_cache, rules, store, summary
+from nsight_doctor import __version__, analysis_cache, report_data, rules, store, summary
 from nsight_doctor.errors import InputError
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.sections import Summary
@@ -26,6 +26,7 @@ class AnalyzeOptions:
     db: str | None = None  # keep the DuckDB store in this file
     nsys: str | None = None  # path of the nsys binary for .nsys-rep inputs
     largest_gaps: int = 5
+    report_data: bool = False  # also read the charts' data (report_data.py) for HTML, notebook, PDF
     command: str = ""
     progress: Callable[[str], None] | None = None
     # Reuse a finished diagnosis of the same content from the local cache, and keep this one
@@ -44,7 +45,8 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     if opts.cache or opts.db:
         digest = analysis_cache.analysis_digest(chosen, opts.largest_gaps)
         inputs_id = analysis_cache.inputs_key(inputs)
-    if opts.cache and not opts.db and inputs_id and digest:
+    # A cached diagnosis has no charts' data: reports with charts read the profile.
+    if opts.cache and not opts.db and not opts.report_data and inputs_id and digest:
         hit = analysis_cache.load(inputs_id, digest)
         if hit is not None:
             return reused(
@@ -59,6 +61,8 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     if opts.db and digest and Path(opts.db).exists() and analysis_cache.is_fleet(opts.db):
         # A fleet database (ingest) holds finished diagnoses; analyze never writes to it.
         hit, why = analysis_cache.fleet_lookup(opts.db, inputs, digest)
+        if opts.report_data:
+            hit, why = None, "a report with charts reads the profile itself"
         if hit is not None:
             paths = ", ".join(i["path"] for i in hit.inputs)
             note = f"reused the fleet database {opts.db}'s analysis of this content (read from {paths})"
@@ -81,6 +85,11 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
             if opts.progress:
                 opts.progress("rules")
             findings, skipped = rules.evaluate(con, chosen)
+            datasets = {}
+            if opts.report_data:
+                if opts.progress:
+                    opts.progress("report data")
+                datasets = report_data.collect(con, summ)
         finally:
             con.close()
     finally:
@@ -98,6 +107,8 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         findings=findings,
         skipped=skipped,
         notes=notes,
+        datasets=datasets,
+        store_path=opts.db,
     )
     if opts.cache and inputs_id and digest:
         analysis_cache.save(inputs_id, digest, result)

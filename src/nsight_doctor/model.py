@@ -120,11 +120,20 @@ class Finding:
     # The time the impact is a share of: the GPU's steady state (or, for start-up findings,
     # its activity window), from the finding's own window_ns where the rule gives one.
     window_ns: int | None = None
+    # What the finding counts as its impact, where findings may share it: the kernels (ncu
+    # launch configurations) of a kernel finding. Findings that share a claim overlap: their
+    # impacts are not additive (ranking numbers them in `overlaps`).
+    claims: list[str] = field(default_factory=list)
+    overlaps: list[int] = field(default_factory=list)
     # The rule's templates and the row that filled them, so that a renderer can fill them
     # again with the values escaped for its format (kernel names and NVTX text are
     # untrusted; the rule's own text is not).
     templates: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    # Provenance: the SQL that produced the evidence, runnable as it is against the store
+    # (--db): "query" is the rule's query with its thresholds written in as literals, and each
+    # detail table's query also has the finding's own row values written in.
+    queries: dict[str, str] = field(default_factory=dict)
 
     def render(self, name: str, escape: Callable[[str], str] | None = None) -> str:
         if name not in self.templates:
@@ -139,6 +148,16 @@ class Skipped:
 
 
 @dataclass
+class Dataset:
+    """A small table for a report's chart, read from the documented views (report_data.py).
+    ``sql`` has every value written in: it gives these rows again on the kept store."""
+
+    sql: str
+    rows: list[dict[str, Any]]
+    note: str = ""  # how the rows were chosen or bounded (a window, a sample, bins)
+
+
+@dataclass
 class Diagnosis:
     tool: dict[str, str]
     command: str
@@ -147,6 +166,9 @@ class Diagnosis:
     findings: list[Finding]
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Only when a report with charts was asked for (AnalyzeOptions.report_data), by name.
+    datasets: dict[str, Dataset] = field(default_factory=dict)
+    store_path: str | None = None  # the DuckDB store, when it was kept (--db)
 
 
 class TemplateFormatter(string.Formatter):

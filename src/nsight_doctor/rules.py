@@ -21,7 +21,7 @@ import duckdb
 import jsonschema
 import yaml
 
-from nsight_doctor.db import plain, scalar
+from nsight_doctor.db import bind_sql, plain, scalar
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import (
     SCOPES,
@@ -239,14 +239,19 @@ def evaluate(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> tuple[list[Fi
 
 def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
     rows = run_query(con, rule, "query", rule.query)
+    query = bind_sql(rule.query, params_for(rule.query, rule))
     out = []
     for row in rows:
         if "impact_ns" not in row:
             raise RuleError(f"rule '{rule.id}': its query must return an impact_ns column")
         impact = row.pop("impact_ns")
+        claims = [str(c) for c in row.pop("claims", None) or []]
         evidence: dict[str, Any] = dict(row)
+        queries = {"query": query}
         for name, sql in rule.details.items():
-            evidence[name] = run_query(con, rule, name, sql, extra={f"row_{k}": v for k, v in row.items()})
+            extra = {f"row_{k}": v for k, v in row.items()}
+            evidence[name] = run_query(con, rule, name, sql, extra=extra)
+            queries[name] = bind_sql(sql, params_for(sql, rule, extra))
         values = dict(row)
         out.append(
             Finding(
@@ -260,9 +265,11 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
                 evidence=evidence,
                 references=list(rule.references),
                 scope=rule.scope,
+                claims=claims,
                 window_ns=round(row["window_ns"]) if isinstance(row.get("window_ns"), (int, float)) else None,
                 templates={"title": rule.title, "message": rule.message, "recommendation": rule.recommendation.strip()},
                 values=values,
+                queries=queries,
             )
         )
     return out
@@ -279,8 +286,12 @@ def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -
 
 def rank(findings: list[Finding]) -> list[Finding]:
     """Steady-state findings first, then start-up, then profile notes; within each, most
-    recoverable time first, severity breaking ties, then the rule id for stability."""
-    return sorted(findings, key=lambda f: (scope_rank(f.scope), -f.impact_ns, -severity_rank(f.severity), f.rule_id))
+    recoverable time first, severity breaking ties, then the rule id for stability. Findings
+    that claim the same kernels learn each other's rank (Finding.overlaps)."""
+    ranked = sorted(findings, key=lambda f: (scope_rank(f.scope), -f.impact_ns, -severity_rank(f.severity), f.rule_id))
+    for i, f in enumerate(ranked):
+        f.overlaps = [j + 1 for j, g in enumerate(ranked) if j != i and set(f.claims) & set(g.claims)]
+    return ranked
 
 
 def render_template(rule: Rule, template: str, values: dict[str, Any]) -> str:

@@ -322,17 +322,26 @@ def ncu_rows(s: Summary) -> Rows:
     )
 
 
+def window_of(f: Finding, d: Diagnosis) -> int | None:
+    """The time a finding's impact is a share of (see impact_text)."""
+    steady = d.summary.steady_state
+    return f.window_ns or (steady.window_ns if steady else d.summary.capture.gpu_window_ns)
+
+
 def impact_text(f: Finding, d: Diagnosis) -> str:
     """The finding's impact as a share of its own window: its GPU's steady state (one-time
     start-up findings: its activity window), else the steady state over all GPUs."""
     if f.scope == "capture":
         return "a note on the capture itself"
-    steady = d.summary.steady_state
-    window = f.window_ns or (steady.window_ns if steady else d.summary.capture.gpu_window_ns)
+    window = window_of(f, d)
     where = "of the steady state" if f.scope == "steady" else "of the activity window"
     share = f", {pct(100 * f.impact_ns / window)} {where}" if window else ""
     if f.scope == "startup":
         return f"one-time: {fmt_ns(f.impact_ns)} idle{share}"
     if not f.impact_ns:
         return "no GPU time of its own to recover (see its evidence)"
-    return f"recovers up to {fmt_ns(f.impact_ns)}{share}"
+    overlap = ""
+    if f.overlaps:
+        which = ", ".join(f"#{n}" for n in f.overlaps)
+        overlap = f"; the same kernels as {which}, so not in addition to {'it' if len(f.overlaps) == 1 else 'them'}"
+    return f"recovers up to {fmt_ns(f.impact_ns)}{share}{overlap}"

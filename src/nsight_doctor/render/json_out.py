@@ -39,10 +39,12 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
                 "scope": f.scope,
                 "impact_ns": f.impact_ns,
                 "window_ns": f.window_ns,
+                "overlaps": f.overlaps,
                 "message": f.message,
                 "recommendation": f.recommendation,
                 "evidence": f.evidence,
                 "references": f.references,
+                "sql": f.queries,
             }
             for n, f in enumerate(d.findings, 1)
         ],
@@ -104,6 +106,7 @@ def report_schema() -> dict[str, Any]:
                         "recommendation",
                         "evidence",
                         "references",
+                        "sql",
                     ],
                     "properties": {
                         "rank": {"type": "integer", "minimum": 1},
@@ -114,6 +117,7 @@ def report_schema() -> dict[str, Any]:
                         "scope": {"enum": list(SCOPES)},
                         "impact_ns": {"type": "integer", "minimum": 0},
                         "window_ns": {"type": ["integer", "null"], "minimum": 0},
+                        "overlaps": {"type": "array", "items": {"type": "integer", "minimum": 1}},
                         "message": {"type": "string"},
                         "recommendation": {"type": "string"},
                         "evidence": {"type": "object"},
@@ -124,6 +128,12 @@ def report_schema() -> dict[str, Any]:
                                 "required": ["title", "url"],
                                 "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
                             },
+                        },
+                        "sql": {
+                            "type": "object",
+                            "description": "the SQL that produced the evidence, runnable against the --db store",
+                            "required": ["query"],
+                            "additionalProperties": {"type": "string"},
                         },
                     },
                 },

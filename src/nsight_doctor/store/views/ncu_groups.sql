@@ -1,6 +1,9 @@
 -- ncu_groups: the profiled kernels grouped by name and launch configuration, averaged over the
 -- profiled instances, and matched to the Nsight Systems timeline when one is in the store, so
--- that kernel findings rank by the kernel's real share of GPU time.
+-- that kernel findings rank by the kernel's real share of GPU time. A group matches the
+-- timeline when the timeline ran a kernel of the same name and launch configuration on the
+-- same GPU model; a group that does not match is not weighted by timeline time it does not
+-- have (its weight_ns and share_pct are NULL, and kernel findings leave it out).
 --
 -- launch: name<<<(grid),(block)>>>.
 -- name: short kernel name.
@@ -34,12 +37,19 @@
 -- top_stall: the most common top stall reason.
 -- top_stall_ratio: its mean warps per issued instruction.
 -- bottleneck: the most common bottleneck class (see ncu_kernels).
+-- regime: the most common roofline regime, memory or compute (see ncu_kernels).
+-- roof_pct: mean share of its roof reached, % (see ncu_kernels).
 -- has_source_counters: whether the SourceCounters section (ncu's source-level checks) was collected.
--- nsys_match: config (same name and launch configuration in the timeline), name (same name only), or NULL.
--- nsys_count: instances in the Nsight Systems timeline.
--- nsys_total_ns: their total time, ns (for a name-only match, split evenly among the groups of that name).
--- time_basis: nsys when the weight is the timeline's time, else ncu (profiled durations).
--- weight_ns: the kernel's time that findings scale their speedups by: nsys_total_ns, else duration_ns x profiled.
+-- nsys_match: with a timeline: config (the same name and launch configuration ran on the same
+--   GPU model), name (the name ran, in other launch configurations only: another batch size or
+--   shape), gpu (the report comes from another GPU model than the timeline's), or none;
+--   NULL without a timeline.
+-- nsys_count: instances of the same name and launch configuration in the timeline.
+-- nsys_total_ns: their total time, ns.
+-- time_basis: nsys when the weight is the timeline's time, ncu (profiled durations) without a
+--   timeline, NULL for a group that does not match the timeline.
+-- weight_ns: the kernel's time that findings scale their speedups by: nsys_total_ns, duration_ns
+--   x profiled without a timeline, else NULL.
 -- share_pct: weight_ns as % of all kernel and CUDA graph time in the timeline (or of all profiled time without one).
 CREATE VIEW ncu_groups AS
 WITH g AS (
@@ -62,7 +72,7 @@ WITH g AS (
            avg(global_st_bytes_per_sector) AS global_st_bytes_per_sector,
            sum(smem_bank_conflicts) AS smem_bank_conflicts, sum(smem_wavefronts) AS smem_wavefronts,
            mode(top_stall) AS top_stall, avg(top_stall_ratio) AS top_stall_ratio,
-           mode(bottleneck) AS bottleneck,
+           mode(bottleneck) AS bottleneck, mode(regime) AS regime, avg(roof_pct) AS roof_pct,
            bool_or(coalesce(contains(sections, 'SourceCounters'), false)) AS has_source_counters
     FROM ncu_kernels GROUP BY launch
 ), by_config AS (
@@ -71,18 +81,26 @@ WITH g AS (
     FROM kernels GROUP BY ALL
 ), by_name AS (
     SELECT name, count(*) AS n, sum(duration) AS total FROM kernels GROUP BY name
+), timeline AS (
+    SELECT (SELECT count(*) > 0 FROM kernels) AS has_kernels,
+           (SELECT list(DISTINCT name) FILTER (WHERE name IS NOT NULL) FROM gpus) AS gpu_names
 ), m AS (
-    SELECT g.*, c.n AS c_n, c.total AS c_total, nm.n AS n_n, nm.total AS n_total,
-           count(*) FILTER (WHERE c.n IS NULL) OVER (PARTITION BY g.name) AS unmatched_same_name
-    FROM g
+    SELECT g.*, c.n AS c_n, c.total AS c_total, nm.n AS n_n, t.has_kernels,
+           -- A GPU model check where both sides name their GPU.
+           coalesce(len(t.gpu_names) = 0 OR g.device_name IS NULL OR list_contains(t.gpu_names, g.device_name), true) AS same_gpu
+    FROM g CROSS JOIN timeline t
     LEFT JOIN by_config c ON c.name = g.name AND c.grid_x = g.grid_x AND c.grid_y = g.grid_y
          AND c.grid_z = g.grid_z AND c.block_x = g.block_x AND c.block_y = g.block_y AND c.block_z = g.block_z
     LEFT JOIN by_name nm ON nm.name = g.name
 ), w AS (
     SELECT m.*,
-           CASE WHEN c_n IS NOT NULL THEN 'config' WHEN n_n IS NOT NULL THEN 'name' END AS nsys_match,
-           coalesce(c_n, n_n) AS nsys_count,
-           coalesce(c_total, n_total / nullif(unmatched_same_name, 0)) AS nsys_total_ns
+           CASE WHEN NOT has_kernels THEN NULL
+                WHEN NOT same_gpu THEN 'gpu'
+                WHEN c_n IS NOT NULL THEN 'config'
+                WHEN n_n IS NOT NULL THEN 'name'
+                ELSE 'none' END AS nsys_match,
+           CASE WHEN same_gpu THEN c_n END AS nsys_count,
+           CASE WHEN same_gpu THEN c_total END AS nsys_total_ns
     FROM m
 ), totals AS (
     SELECT (SELECT sum(duration) FROM gpu_ops WHERE kind IN ('kernel', 'graph')) AS nsys_total,
@@ -93,10 +111,10 @@ SELECT launch, name, family, first_action_id, profiled, device_name, sm_count, g
        achieved_occupancy_pct, theoretical_occupancy_pct, occupancy_limiter, waves_per_sm,
        issue_active, eligible_warps, tensor_pct, arithmetic_intensity, ridge_flop_per_byte,
        spill_requests, local_sectors, global_ld_bytes_per_sector, global_st_bytes_per_sector,
-       smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, bottleneck,
+       smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, bottleneck, regime, roof_pct,
        has_source_counters, nsys_match, nsys_count, nsys_total_ns,
-       CASE WHEN nsys_total_ns IS NOT NULL THEN 'nsys' ELSE 'ncu' END AS time_basis,
-       coalesce(nsys_total_ns, duration_ns * profiled) AS weight_ns,
-       100.0 * coalesce(nsys_total_ns, duration_ns * profiled)
-             / CASE WHEN nsys_total_ns IS NOT NULL THEN totals.nsys_total ELSE totals.ncu_total END AS share_pct
+       CASE WHEN nsys_total_ns IS NOT NULL THEN 'nsys' WHEN NOT has_kernels THEN 'ncu' END AS time_basis,
+       CASE WHEN nsys_total_ns IS NOT NULL THEN nsys_total_ns WHEN NOT has_kernels THEN duration_ns * profiled END AS weight_ns,
+       100.0 * CASE WHEN nsys_total_ns IS NOT NULL THEN nsys_total_ns / totals.nsys_total
+                    WHEN NOT has_kernels THEN duration_ns * profiled / totals.ncu_total END AS share_pct
 FROM w, totals;

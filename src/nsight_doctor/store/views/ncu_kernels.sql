@@ -58,6 +58,11 @@
 -- top_stall: the stall reason with the most warps per issued instruction ('selected' is not a stall).
 -- top_stall_ratio: its warps per issued instruction.
 -- long_scoreboard_ratio: warps stalled on L1TEX (global, local, texture) results per issued instruction.
+-- regime: memory or compute: the side of the roofline the kernel is on, from which of its
+--   memory throughput (DRAM or memory system) and compute throughput (SM or tensor pipes) is the
+--   larger share of its peak (Nsight Compute's Speed of Light); NULL without those metrics.
+-- roof_pct: the larger of the two: how close the kernel comes to its roof, % (a kernel at 80% or
+--   more is at its roof: occupancy and issue efficiency can no longer speed it up).
 -- bottleneck: memory-bound (DRAM or memory throughput at 60% of peak or more, and above SM; or long-scoreboard stalls dominant with memory at 40% or more), compute-bound (SM throughput at 60% or more), else latency-bound (neither unit near its peak: too little parallel work or long dependency chains).
 CREATE VIEW ncu_kernels AS
 WITH m AS (
@@ -102,6 +107,12 @@ SELECT action_id, report_id, name,
        peak_fp32_flops_per_s / nullif(peak_dram_bytes_per_s, 0) AS ridge_flop_per_byte,
        spill_requests, local_sectors, global_ld_bytes_per_sector, global_st_bytes_per_sector,
        smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, long_scoreboard_ratio,
+       CASE WHEN sm_pct IS NULL AND mem_pct IS NULL AND dram_pct IS NULL THEN NULL
+            WHEN greatest(coalesce(mem_pct, 0), coalesce(dram_pct, 0))
+                 >= greatest(coalesce(sm_pct, 0), coalesce(tensor_pct, 0)) THEN 'memory'
+            ELSE 'compute' END AS regime,
+       CASE WHEN sm_pct IS NULL AND mem_pct IS NULL AND dram_pct IS NULL THEN NULL
+            ELSE greatest(coalesce(mem_pct, 0), coalesce(dram_pct, 0), coalesce(sm_pct, 0), coalesce(tensor_pct, 0)) END AS roof_pct,
        CASE
            WHEN greatest(mem_pct, dram_pct) >= 60 AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
            WHEN top_stall = 'long_scoreboard' AND greatest(mem_pct, dram_pct) >= 40

@@ -1,0 +1,147 @@
+"""Invariants every diagnosis must keep, on every sample and every profile of the corpus: the
+numbers the tool prints agree with each other (one definition per quantity), breakdowns sum to
+their totals, and no finding claims more time than there is."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from conftest import CORPUS, SAMPLES
+from nsight_doctor import analyze
+from nsight_doctor.ingest.detect import detect
+from nsight_doctor.model import Diagnosis
+
+
+def profiles() -> list:
+    samples = sorted(p for p in SAMPLES.glob("*/*") if p.name.endswith((".sqlite", ".sqlite.xz")))
+    corpus = []
+    if CORPUS.is_dir():
+        for p in sorted(CORPUS.glob("*/*")):
+            if p.name.endswith((".sqlite", ".nvvp", ".prof")) and detect(p).kind in ("nsys-sqlite", "nvprof"):
+                corpus.append(p)
+    return samples + corpus
+
+
+PROFILES = profiles()
+
+
+@pytest.fixture(scope="module", params=PROFILES, ids=[f"{p.parent.name}/{p.name}" for p in PROFILES])
+def diagnosis(request) -> Diagnosis:
+    return analyze([request.param])
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1)
+
+
+def test_phases_tile_each_gpu_window(diagnosis):
+    s = diagnosis.summary
+    for g in s.gpus:
+        if not g.busy_ns:
+            continue
+        phases = [p for p in s.phases if p.device_id == g.device_id]
+        assert phases, f"GPU {g.device_id} has work but no phase"
+        assert phases[0].start_ns == g.first_op_ns and phases[-1].end_ns == g.last_op_ns
+        for a, b in itertools.pairwise(phases):
+            assert a.end_ns == b.start_ns, (a.name, b.name)
+        assert sum(p.duration_ns for p in phases) == g.last_op_ns - g.first_op_ns
+        for p in phases:
+            assert p.busy_pct is None or -1e-9 <= p.busy_pct <= 100 + 1e-9
+            assert p.name in ("startup", "warmup", "prefill", "decode", "mixed", "steady", "idle")
+
+
+def test_busy_and_idle_add_up_to_each_window(diagnosis):
+    s = diagnosis.summary
+    windows = sum(g.last_op_ns - g.first_op_ns for g in s.gpus if g.busy_ns)
+    busy = sum(g.busy_ns for g in s.gpus)
+    assert s.idle.idle_ns == windows - busy
+    assert sum(c.total_ns for c in s.idle.by_cause) == s.idle.idle_ns
+    assert sum(c.count for c in s.idle.by_cause) == s.idle.gap_count
+    assert sum(h.count for h in s.idle.histogram) == s.idle.gap_count
+    assert sum(h.total_ns for h in s.idle.histogram) == s.idle.idle_ns
+
+
+def test_breakdowns_sum_to_their_totals(diagnosis):
+    s = diagnosis.summary
+    assert sum(r.count for r in s.memcpy.by_direction) == s.memcpy.count
+    assert sum(r.bytes for r in s.memcpy.by_direction) == s.memcpy.bytes
+    assert sum(r.total_ns for r in s.memcpy.by_direction) == s.memcpy.total_ns
+    # One definition of a blocking call: the parts are the whole.
+    assert sum(a.count for a in s.sync.by_api) == s.sync.blocking_count
+    assert sum(a.total_ns for a in s.sync.by_api) == s.sync.blocking_ns
+    assert s.sync.count <= s.sync.blocking_count and s.sync.steady_blocking_count <= s.sync.blocking_count
+    if s.kernel_categories:
+        assert close(sum(c.share_pct or 0 for c in s.kernel_categories), 100.0)
+
+
+def test_the_steady_state_is_its_steady_phases(diagnosis):
+    s = diagnosis.summary
+    steady = [p for p in s.phases if p.steady]
+    if s.steady_state is None:
+        assert not steady
+        return
+    assert s.steady_state.window_ns == sum(p.duration_ns for p in steady)
+    assert 0 <= (s.steady_state.busy_pct or 0) <= 100 + 1e-9
+    assert s.steady_state.start_ns == min(p.start_ns for p in steady)
+    assert s.steady_state.end_ns == max(p.end_ns for p in steady)
+
+
+def test_findings_never_claim_more_than_their_window(diagnosis):
+    s = diagnosis.summary
+    per_gpu: dict[int, int] = {}
+    for f in diagnosis.findings:
+        assert f.impact_ns >= 0
+        if f.scope == "capture":
+            assert f.impact_ns == 0
+        if f.window_ns:
+            assert f.impact_ns <= f.window_ns, f.rule_id
+        if f.scope == "steady" and not f.claims and "device_id" in f.evidence:
+            per_gpu[f.evidence["device_id"]] = per_gpu.get(f.evidence["device_id"], 0) + f.impact_ns
+        if f.claims:
+            assert f.impact_ns <= f.evidence.get("weight_ns", f.impact_ns) + 1, f.rule_id
+    # Timeline findings divide each GPU's steady-state idle time by cause: their sum never
+    # exceeds that GPU's steady state.
+    windows = {
+        f.evidence["device_id"]: f.window_ns
+        for f in diagnosis.findings
+        if f.scope == "steady" and f.window_ns and "device_id" in f.evidence
+    }
+    for device, claimed in per_gpu.items():
+        if device in windows:
+            assert claimed <= windows[device], f"GPU {device}: {claimed} > {windows[device]}"
+    if s.steady_state:
+        assert sum(per_gpu.values()) <= s.steady_state.window_ns
+
+
+def test_summary_and_findings_agree(diagnosis):
+    s = diagnosis.summary
+    one_gpu = len([g for g in s.gpus if g.busy_ns]) == 1
+    for f in diagnosis.findings:
+        if f.rule_id == "host-sync" and one_gpu:
+            assert f.evidence["blocking_calls"] == s.sync.steady_blocking_count
+        if f.rule_id in ("launch-bound", "host-sync", "gpu-idle") and one_gpu and s.steady_state:
+            assert f.window_ns == s.steady_state.window_ns
+            if s.steady_state.steps:
+                assert f.evidence["steps"] == s.steady_state.steps
+
+
+def test_percentages_are_percentages(diagnosis):
+    j = diagnosis.summary.to_json()
+
+    def walk(v, key=""):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, k)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+        elif key.endswith("_pct") and isinstance(v, (int, float)):
+            assert -1e-6 <= v <= 100.5, (key, v)
+
+    walk(j)
+    for n in diagnosis.summary.nvtx:
+        if n.cpu_ns_per_process is not None and diagnosis.summary.capture.capture_ns:
+            assert n.cpu_ns_per_process <= diagnosis.summary.capture.capture_ns
