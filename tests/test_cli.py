@@ -123,7 +123,14 @@ def test_db_keeps_a_queryable_store(tmp_path):
 
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM kernels").fetchall() == [(15808,)]
-    one_error_line(run_cli("analyze", B1, "--db", str(db)), "already exists")
+    con.close()
+    # The same profile again: the store is reused (ingest skipped), with the same findings.
+    again = run_cli("analyze", B1, "--db", str(db), "-q", "-v")
+    assert again.returncode == 0, again.stderr
+    assert "reused the store" in again.stdout
+    # Another profile: refused, the store is never overwritten.
+    other = str(sample("decode_b1_graphs"))
+    one_error_line(run_cli("analyze", other, "--db", str(db)), "already exists and holds the analysis of other inputs")
 
 
 def test_rules_list_and_explain():

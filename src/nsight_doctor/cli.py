@@ -169,7 +169,8 @@ def main():
     "--db",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Keep the DuckDB store in this new file, for your own SQL.",
+    help="Keep the DuckDB store in this file, for your own SQL. An existing store of the same profile is reused; "
+    "a fleet database (ingest) that holds the profile gives its diagnosis.",
 )
 @click.option(
     "--nsys",
@@ -186,6 +187,7 @@ def main():
     show_default=True,
     help="How many of the largest idle gaps to report.",
 )
+@click.option("--no-cache", is_flag=True, help="Analyse again even when the same content was analysed before.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def analyze(
@@ -199,6 +201,7 @@ def analyze(
     db,
     nsys_path,
     largest_gaps,
+    no_cache,
     verbose,
     quiet,
 ):
@@ -241,6 +244,7 @@ def analyze(
         largest_gaps=largest_gaps,
         command="nsight-doctor " + shlex.join(sys.argv[1:]),
         progress=progress,
+        cache=not no_cache and not os.environ.get("NSIGHT_DOCTOR_NO_CACHE"),
         report_data=report.needs_data,
     )
     try:
@@ -371,6 +375,14 @@ def rules_docs(out_dir, rules_dirs, check):
         return EXIT_FINDINGS
     return 0
 
+
+def _register_archive() -> None:
+    from nsight_doctor.archive.commands import register
+
+    register(main)
+
+
+_register_archive()
 
 if __name__ == "__main__":
     main()

@@ -130,31 +130,32 @@ def view_docs() -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(view, description, [(column, doc)]) parsed from the view files' header comments."""
     from nsight_doctor.store import documented_views, view_sql
 
-    docs = []
-    for name in documented_views():
-        header = []
-        for line in view_sql(name).splitlines():
-            if not line.startswith("--"):
-                break
-            header.append(line[2:].strip() if line.startswith("-- ") or line == "--" else line[2:])
-        # First paragraph: "<view>: description"; then "column: doc" entries, continuation
-        # lines indented.
-        paragraphs = "\n".join(header).split("\n\n")
-        first = " ".join(paragraphs[0].split())
-        m = re.match(rf"{re.escape(name)}: (.*)", first)
-        desc = m.group(1) if m else first
-        cols: list[tuple[str, str]] = []
-        raw = [ln for ln in view_sql(name).splitlines() if ln.startswith("--")]
-        body = raw[len(paragraphs[0].splitlines()) + 1 :]
-        for line in body:
-            text = line[3:] if line.startswith("-- ") else line[2:]
-            m = re.match(r"([a-z_][a-z0-9_]*): (.*)", text)
-            if m and not text.startswith(" "):
-                cols.append((m.group(1), m.group(2)))
-            elif cols and text.strip():
-                cols[-1] = (cols[-1][0], cols[-1][1] + " " + text.strip())
-        docs.append((name, desc, cols))
-    return docs
+    return [(name, *header_docs(name, view_sql(name))) for name in documented_views()]
+
+
+def header_docs(name: str, sql: str) -> tuple[str, list[tuple[str, str]]]:
+    """(description, [(column, doc)]) from the header comment of a view or table file: a first
+    paragraph "<name>: description", then "column: doc" entries, continuation lines indented."""
+    header = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip() if line.startswith("-- ") or line == "--" else line[2:])
+    paragraphs = "\n".join(header).split("\n\n")
+    first = " ".join(paragraphs[0].split())
+    m = re.match(rf"{re.escape(name)}: (.*)", first)
+    desc = m.group(1) if m else first
+    cols: list[tuple[str, str]] = []
+    raw = [ln for ln in sql.splitlines() if ln.startswith("--")]
+    body = raw[len(paragraphs[0].splitlines()) + 1 :]
+    for line in body:
+        text = line[3:] if line.startswith("-- ") else line[2:]
+        m = re.match(r"([a-z_][a-z0-9_]*): (.*)", text)
+        if m and not text.startswith(" "):
+            cols.append((m.group(1), m.group(2)))
+        elif cols and text.strip():
+            cols[-1] = (cols[-1][0], cols[-1][1] + " " + text.strip())
+    return desc, cols
 
 
 def schema_page() -> str:
@@ -164,14 +165,39 @@ def schema_page() -> str:
         "# The store: documented views",
         "",
         "`nsight-doctor analyze --db FILE` keeps the DuckDB database it builds, so these views "
-        "can be queried directly (`duckdb FILE`). Rules read only these views. Times are in "
-        "nanoseconds from the start of the capture; names are resolved from the export's "
+        'can be queried directly (`nsight-doctor query --db FILE "SQL"`). Rules read only these views. '
+        "Times are in nanoseconds from the start of the capture; names are resolved from the export's "
         "string table.",
         "",
     ]
     for name, desc, cols in view_docs():
         out += [f"## `{name}`", "", desc, "", "| Column | Meaning |", "|---|---|"]
         out += [f"| `{c}` | {d} |" for c, d in cols]
+        out += [""]
+    return "\n".join(out)
+
+
+def fleet_schema_page() -> str:
+    """The fleet database's tables: the fixed ones from archive/tables/*.sql, the derived ones
+    from the typed summary and the store's ncu_kernels view."""
+    from nsight_doctor.archive.schema import SCHEMA_VERSION, all_tables
+
+    out = [
+        GENERATED.format(source="src/nsight_doctor/archive/tables/*.sql and the typed summary"),
+        "",
+        "# The fleet database: tables",
+        "",
+        f"`nsight-doctor ingest` writes these tables (schema version {SCHEMA_VERSION}); `nsight-doctor query`, "
+        "`report` and `export` read them (docs/archive.md). Every per-profile table has `profile_id`, the sha256 "
+        "of the profile's content, which joins it to `profiles`. Times are in nanoseconds unless the name says "
+        "otherwise; `_pct` values are percentages (0-100). The `summaries` columns and the `summary_*` tables "
+        "are derived from the summary of the JSON output (docs/json.md): a field added there appears here, and "
+        "an older database gains it at its next ingest.",
+        "",
+    ]
+    for t in all_tables():
+        out += [f"## `{t.name}`", "", t.doc[0].upper() + t.doc[1:], "", "| Column | Type | Meaning |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.type} | {' '.join(c.doc.split())} |" for c in t.columns]
         out += [""]
     return "\n".join(out)
 
@@ -431,6 +457,7 @@ def generated_files(root: Path) -> dict[Path, str]:
         root / "docs" / "tags.md": tags_page(),
         root / "docs" / "cli.md": cli_page(),
         root / "docs" / "llm.md": llm_page(),
+        root / "docs" / "fleet-schema.md": fleet_schema_page(),
         root / "src" / "nsight_doctor" / "render" / "report_schema.json": report_schema_text(),
     }
 

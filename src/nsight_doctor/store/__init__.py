@@ -22,12 +22,13 @@ from dataclasses import asdict
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import yaml
 
 from nsight_doctor import __version__
-from nsight_doctor.db import quiet
+from nsight_doctor.db import first_line, one, quiet, quote, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, create_missing, load
 from nsight_doctor.store import taxonomy
@@ -110,7 +111,7 @@ class Store:
         self.path = path
         self.inputs = inputs
         self.temporary = temporary
-        self.config = {k: v for k, v in (config or {}).items() if k == "memory_limit"}
+        self.config = {k: v for k, v in (config or {}).items() if k in ("memory_limit", "threads")}
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(self.path), read_only=True, config=self.config)
@@ -130,8 +131,10 @@ def build(
     db: str | os.PathLike | None = None,
     nsys_path: str | None = None,
     progress: Callable[[str], None] | None = None,
+    meta: dict[str, str] | None = None,
 ) -> Store:
-    """Ingests the inputs into a new DuckDB file and creates the views."""
+    """Ingests the inputs into a new DuckDB file and creates the views; ``meta`` adds columns
+    to the nsight_doctor_meta table (what the store was built from, for reopen())."""
     if db is not None:
         final = Path(db)
         if final.exists():
@@ -160,7 +163,11 @@ def build(
             con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
             for info in infos:
                 con.execute("INSERT INTO nsight_doctor_inputs VALUES (?)", [json.dumps(asdict(info))])
-            con.execute("CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version", [__version__])
+            extra = dict(meta or {})
+            cols = "".join(f", ? AS {quote(k)}" for k in extra)
+            con.execute(
+                f"CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version{cols}", [__version__, *extra.values()]
+            )
         finally:
             con.close()
         if tmp != final:
@@ -171,6 +178,24 @@ def build(
     finally:
         shutil.rmtree(spill, ignore_errors=True)
     return Store(final, infos, temporary, config)
+
+
+def reopen(path: str | os.PathLike) -> tuple[Store, dict[str, Any]]:
+    """A store kept by an earlier build (analyze --db), with its nsight_doctor_meta row; the
+    caller decides whether it fits (reopen never modifies it)."""
+    p = Path(path)
+    try:
+        con = duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as e:
+        raise InputError(f"'{p}' is not a DuckDB database nsight-doctor can open ({first_line(e)})") from None
+    try:
+        if not (table_exists(con, "nsight_doctor_meta") and table_exists(con, "nsight_doctor_inputs")):
+            raise InputError(f"'{p}' already exists and is not a store kept by nsight-doctor analyze --db")
+        meta = one(con, "SELECT * FROM nsight_doctor_meta")
+        infos = [InputInfo(**json.loads(r[0])) for r in con.execute("SELECT info FROM nsight_doctor_inputs").fetchall()]
+    finally:
+        con.close()
+    return Store(p, infos, temporary=False), meta
 
 
 def remove_db(path: Path, with_folder: bool) -> None:
@@ -201,4 +226,9 @@ def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path) -> dict:
     stays within the limit by spilling sorts and joins to the store's folder.
     """
     limit_mb = max(512, int(0.8 * input_bytes(paths) / (1 << 20)))
-    return {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}
+    config: dict = {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}
+    # DuckDB's threads: all cores by default; ingest's worker processes share them out.
+    threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        config["threads"] = int(threads)
+    return config
