@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from nsight_doctor import __version__, rules, store, summary
+from nsight_doctor.errors import ResourceError, is_interrupt, is_out_of_memory
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.sections import Summary
 
@@ -25,6 +27,8 @@ class AnalyzeOptions:
     largest_gaps: int = 10
     command: str = ""
     progress: Callable[[str], None] | None = None
+    memory_limit: str | None = None  # DuckDB's memory limit, e.g. "2GB" (default: from the input's size)
+    export_timeout: float | None = None  # seconds that an nsys export may take (None: no limit)
 
 
 def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None = None) -> Diagnosis:
@@ -34,20 +38,35 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     all_rules, warnings = rules.load_rules(opts.rules_dirs)
     chosen = rules.with_overrides(rules.select_rules(all_rules, opts.select, opts.ignore), opts.thresholds)
 
-    built = store.build(inputs, db=opts.db, nsys_path=opts.nsys, progress=opts.progress)
+    stage = "reading the inputs"
     try:
-        con = built.connect()
+        built = store.build(
+            inputs,
+            db=opts.db,
+            nsys_path=opts.nsys,
+            progress=opts.progress,
+            memory_limit=opts.memory_limit,
+            export_timeout=opts.export_timeout,
+        )
         try:
-            if opts.progress:
-                opts.progress("summary")
-            summ = summary.summarize(con, opts.largest_gaps)
-            if opts.progress:
-                opts.progress("rules")
-            findings, skipped = rules.evaluate(con, chosen)
+            con = built.connect()
+            try:
+                stage = "summarising"
+                if opts.progress:
+                    opts.progress("summary")
+                summ = summary.summarize(con, opts.largest_gaps)
+                stage = "running the rules"
+                if opts.progress:
+                    opts.progress("rules")
+                findings, skipped = rules.evaluate(con, chosen)
+            finally:
+                con.close()
         finally:
-            con.close()
-    finally:
-        built.close()
+            built.close()
+    except Exception as e:
+        if is_out_of_memory(e) and not is_interrupt(e):
+            raise ResourceError(out_of_memory_message(inputs, stage, opts.memory_limit)) from e
+        raise
 
     notes = list(warnings)
     for info in built.inputs:
@@ -64,6 +83,17 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         skipped=skipped,
         notes=notes,
     )
+
+
+def out_of_memory_message(inputs: Sequence[str | os.PathLike], stage: str, limit: str | None) -> str:
+    names = ", ".join(f"'{p}'" for p in inputs)
+    if limit:
+        now = f"the memory limit of {limit} (--memory-limit)"
+        hint = "raise --memory-limit"
+    else:
+        now = f"the default memory limit of {store.store_config(inputs, Path('.'))['memory_limit']}"
+        hint = "give a larger one with --memory-limit, e.g. --memory-limit 4GB"
+    return f"analysing {names} ran out of memory while {stage}: it needs more than {now}; {hint}"
 
 
 def missing_data_notes(inputs, summ: Summary) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from nsight_doctor.db import first_line, quote, scalar, table_exists
+from nsight_doctor.db import first_line, quote, scalar, table_exists, text_expr
 from nsight_doctor.errors import InputError
 
 
@@ -110,7 +110,11 @@ def column_expr(
         expr = None
         if "column" in item and item["column"] in present:
             expr = quote(item["column"])
-        elif "expr" in item and set(item.get("needs", [])) <= present:
+        elif (
+            "expr" in item
+            and set(item.get("needs", [])) <= present
+            and set(item.get("tables", [])) <= src.tables.keys()
+        ):
             expr = item["expr"].format(**params)
         if expr is not None:
             return decode_expr(expr, decoders[spec["decode"]]) if "decode" in spec else expr
@@ -128,14 +132,20 @@ def source_select(table: Table, source: dict, src: Export, decoders: dict, param
     if "sql" in source:
         return source["sql"].format(**params)
     present = src.tables[source["table"]]
-    exprs = [
-        f"CAST({column_expr(table.name, c.name, source['columns'][c.name], present, src, decoders, params)} "
-        f"AS {c.type}) AS {quote(c.name)}"
+    raw = [
+        column_expr(table.name, c.name, source["columns"][c.name], present, src, decoders, params)
+        + f" AS {quote(c.name)}"
         for c in table.columns
     ]
     alias = f" AS {source['alias']}" if "alias" in source else ""
     where = f" WHERE {source['where']}" if "where" in source else ""
-    return f"SELECT {', '.join(exprs)} FROM src.{quote(source['table'])}{alias}{where}"
+    # Text comes from the profiled program and may hold any bytes: made valid UTF-8 over the
+    # raw columns (text_expr cannot wrap expressions with subqueries).
+    typed = [
+        f"CAST({text_expr(quote(c.name)) if c.type == 'VARCHAR' else quote(c.name)} AS {c.type}) AS {quote(c.name)}"
+        for c in table.columns
+    ]
+    return f"SELECT {', '.join(typed)} FROM (SELECT {', '.join(raw)} FROM src.{quote(source['table'])}{alias}{where})"
 
 
 def available(source: dict, src: Export) -> bool:

@@ -1,9 +1,12 @@
 -- Classifies each distinct API name once (the call table can hold millions of rows).
 CREATE TABLE api_names_t AS
-WITH a AS (
-    SELECT DISTINCT c.name_id, s.value AS raw_name,
+-- The distinct ids are taken before their strings are joined: names can be long.
+WITH ids AS (
+    SELECT DISTINCT name_id FROM base_api_calls
+), a AS (
+    SELECT i.name_id, s.value AS raw_name,
            regexp_replace(s.value, '(_ptsz|_ptds)?(_v[0-9]+)?$', '') AS name
-    FROM base_api_calls c LEFT JOIN base_strings s ON s.id = c.name_id
+    FROM ids i LEFT JOIN base_strings s ON s.id = i.name_id
 ), b AS (
     SELECT *,
         CASE
