@@ -1,13 +1,14 @@
 """The command line: a thin click layer over nsight_doctor.analyze().
 
 Exit codes: 0 no finding at or above --fail-on, 1 findings at or above it, 2 the tool could
-not do its job (one line on stderr, never a traceback).
+not do its job (one line on stderr, never a traceback), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -15,15 +16,28 @@ import traceback
 import click
 
 from nsight_doctor import __version__
-from nsight_doctor.errors import DoctorError
+from nsight_doctor.__main__ import exit_interrupted
+from nsight_doctor.errors import DoctorError, is_interrupt, is_out_of_memory
 from nsight_doctor.model import SEVERITIES, severity_rank
+from nsight_doctor.render.text import sanitize
 
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def error(message: str) -> None:
+    click.echo(f"nsight-doctor: error: {one_line(message)}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def interrupted() -> None:
+    # Cleanup (partial stores, exports, decompressed copies) ran on the way out.
+    exit_interrupted()
 
 
 class DoctorGroup(click.Group):
-    """Turns every error into one line on stderr and exit code 2."""
+    """Turns every error into one line on stderr and exit code 2, and Ctrl-C into exit 130."""
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
@@ -31,24 +45,30 @@ class DoctorGroup(click.Group):
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
+        except click.exceptions.NoArgsIsHelpError as e:
+            # A command group run without a command: its help, as with --help.
+            click.echo(e.ctx.get_help() if e.ctx else self.get_help(click.Context(self)))
+            sys.exit(0)
         except click.Abort:
-            click.echo("nsight-doctor: aborted", err=True)
-            sys.exit(EXIT_ERROR)
+            # click turns KeyboardInterrupt (and EOF at a prompt, which we never show) into Abort.
+            interrupted()
         except click.ClickException as e:
-            msg = e.format_message().replace("\n", " ")
             ctx = getattr(e, "ctx", None)
             hint = f" (see: {ctx.command_path} --help)" if ctx else ""
-            click.echo(f"nsight-doctor: error: {msg}{hint}", err=True)
-            sys.exit(EXIT_ERROR)
-        except DoctorError as e:
-            click.echo(f"nsight-doctor: error: {one_line(str(e))}", err=True)
-            sys.exit(EXIT_ERROR)
+            error(e.format_message() + hint)
         except KeyboardInterrupt:
-            click.echo("nsight-doctor: interrupted", err=True)
-            sys.exit(EXIT_ERROR)
+            interrupted()
+        except DoctorError as e:
+            if is_interrupt(e):
+                interrupted()
+            error(str(e))
         except Exception as e:
+            if is_interrupt(e):
+                interrupted()
             if os.environ.get("NSIGHT_DOCTOR_DEBUG"):
                 traceback.print_exc()
+            if is_out_of_memory(e):
+                error(f"ran out of memory ({e}); give DuckDB more with --memory-limit, e.g. --memory-limit 4GB")
             click.echo(
                 f"nsight-doctor: internal error: {type(e).__name__}: {one_line(str(e))} "
                 "(set NSIGHT_DOCTOR_DEBUG=1 for a traceback, and please report it)",
@@ -59,7 +79,18 @@ class DoctorGroup(click.Group):
 
 
 def one_line(s: str) -> str:
-    return " ".join(s.split())
+    """One line of plain text: whitespace runs collapsed, escape sequences and other control
+    characters from file names or file content removed."""
+    return sanitize(" ".join(s.split()))
+
+
+MEMORY_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.I)
+
+
+def memory_size(ctx, param, value: str | None) -> str | None:
+    if value is not None and not MEMORY_RE.match(value):
+        raise click.BadParameter(f"'{value}' is not a size such as 512MB, 4GB or 1.5GiB")
+    return value.replace(" ", "") if value else value
 
 
 def rules_option(f):
@@ -73,16 +104,21 @@ def split_list(values: tuple[str, ...]) -> list[str]:
 
 
 class Progress:
-    """One self-overwriting status line on stderr, shown only on a terminal."""
+    """One self-overwriting status line on stderr, shown only on a terminal. A step given
+    again with a new parenthesised detail ("nsys export (12 s)") updates its line."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.steps = 0
+        self.last = ""
 
     def __call__(self, step: str) -> None:
         if self.enabled:
-            self.steps += 1
-            sys.stderr.write(f"\r\x1b[2K[nsight-doctor] {self.steps:3d} {step}")
+            base = step.split(" (", 1)[0]
+            if base != self.last:
+                self.steps += 1
+                self.last = base
+            sys.stderr.write(f"\r\x1b[2K[nsight-doctor] {self.steps:3d} {sanitize(step)}")
             sys.stderr.flush()
 
     def done(self) -> None:
@@ -152,9 +188,40 @@ def main():
     show_default=True,
     help="How many of the largest idle gaps to report.",
 )
+@click.option(
+    "--memory-limit",
+    metavar="SIZE",
+    callback=memory_size,
+    default=None,
+    help="DuckDB's memory limit, e.g. 4GB (default: near the input's size, at least 512MB); "
+    "beyond it, work spills to a temporary folder.",
+)
+@click.option(
+    "--export-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    default=1800,
+    show_default=True,
+    help="Stop an nsys export of a report, or the reading of an Nsight Compute report, that takes longer than this.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
-def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, nsys_path, largest_gaps, verbose, quiet):
+def analyze(
+    inputs,
+    fmt,
+    rules_dirs,
+    select,
+    ignore,
+    thresholds,
+    fail_on,
+    db,
+    nsys_path,
+    largest_gaps,
+    memory_limit,
+    export_timeout,
+    verbose,
+    quiet,
+):
     """Diagnose a profile: a ranked list of findings with evidence and fixes.
 
     PROFILE is an Nsight Systems report (.nsys-rep, .qdrep), its SQLite export or a Parquet
@@ -191,6 +258,8 @@ def analyze(inputs, fmt, rules_dirs, select, ignore, thresholds, fail_on, db, ns
         largest_gaps=largest_gaps,
         command="nsight-doctor " + shlex.join(sys.argv[1:]),
         progress=progress,
+        memory_limit=memory_limit,
+        export_timeout=export_timeout,
     )
     try:
         diagnosis = run_analysis(inputs, opts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsight_doctor.model import Diagnosis, fmt_bytes, fmt_ns
+from nsight_doctor.model import Diagnosis, clip, fmt_bytes, fmt_ns
 from nsight_doctor.sections import Summary
 
 
@@ -86,7 +86,7 @@ def gpu_rows(s: Summary) -> Rows:
         ):
             if ns:
                 parts.append(f"{label} {fmt_ns(ns)}")
-        rows.append((f"GPU {g.device_id} {g.name or ''}".strip(), ", ".join(parts)))
+        rows.append((clip(f"GPU {g.device_id} {g.name or ''}".strip()), ", ".join(parts)))
     return rows
 
 
@@ -108,7 +108,10 @@ def kernel_rows(s: Summary) -> Rows:
         rows.append(("CUDA graph launches", f"{count(k.graph_launch_count)}, {fmt_ns(k.graph_ns)}"))
     rows += labelled(
         "Top kernels",
-        [f"{pct(t.share_pct)}  {t.name}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})" for t in s.top_kernels[:5]],
+        [
+            f"{pct(t.share_pct)}  {clip(t.name or '?')}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})"
+            for t in s.top_kernels[:5]
+        ],
     )
     return rows
 
@@ -133,7 +136,7 @@ def blocking_rows(s: Summary) -> Rows:
     sy = s.sync
     if not (sy.count or sy.by_api):
         return []
-    apis = ", ".join(f"{r.name} {count(r.count)}x" for r in sy.by_api[:3])
+    apis = ", ".join(f"{clip(r.name)} {count(r.count)}x" for r in sy.by_api[:3])
     return [
         (
             "Blocking calls",
@@ -160,11 +163,11 @@ def idle_rows(s: Summary) -> Rows:
     hist = ", ".join(f"{h.bucket} {count(h.count)}" for h in idle.histogram if h.count)
     rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"), ("", f"by length: {hist}")]
     gaps = []
-    for g in idle.largest[:3]:
-        calls = ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call"
+    for g in idle.largest:  # as many as --gaps asked for
+        calls = ", ".join(clip(c.name or "?") for c in g.api_calls[:3]) or "no CUDA call"
         gaps.append(
             f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
-            f"CPU in: {calls}; then {g.next_op or '?'})"
+            f"CPU in: {calls}; then {clip(g.next_op or '?')})"
         )
     return rows + labelled("Largest gaps", gaps)
 
@@ -173,7 +176,7 @@ def nvtx_rows(s: Summary) -> Rows:
     return labelled(
         "NVTX ranges",
         [
-            f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
+            f"{clip(n.text or '(unnamed)')} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
             f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
             for n in s.nvtx[:5]
         ],
@@ -237,9 +240,9 @@ def ncu_rows(s: Summary) -> Rows:
     return rows + labelled(
         "Profiled kernels",
         [
-            f"{pct(g.share_pct)} {g.launch}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
+            f"{pct(g.share_pct)} {clip(g.launch)}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
             f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
-            + (f", top stall {g.top_stall}" if g.top_stall else "")
+            + (f", top stall {clip(g.top_stall)}" if g.top_stall else "")
             for g in n.groups[:6]
         ],
     )
