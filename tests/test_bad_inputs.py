@@ -24,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 import fuzz
 from conftest import CORPUS, REPO, SAMPLES, requires_nsys, run_cli, sample, sha256
+from nsight_doctor.render.json_out import report_schema
 
 GRAPHS = sample("decode_b1_graphs")  # a small real nsys 2025.3 export with NVTX and CUDA graphs
 NVPROF = CORPUS / "m-goldstein__GPU_ML" / "timeline.nvvp"  # a real nvprof file (schema 12)
@@ -134,6 +136,14 @@ def nulled_kernel_ends(tmp: Path) -> Path:
     p = copy(GRAPHS, tmp, "nullends.sqlite")
     fuzz.without_constraints(fuzz.sqlite_con(p), "CUPTI_ACTIVITY_KIND_KERNEL")
     return edit(p, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = NULL WHERE rowid % 3 = 0')
+
+
+def nvprof_calls_without_ends(tmp: Path) -> Path:
+    """Half the API calls of an nvprof file without an end (found by the fuzzer: a summary
+    total became null, against the JSON schema)."""
+    p = copy(NVPROF, tmp, "noends.nvvp")
+    fuzz.without_constraints(fuzz.sqlite_con(p), "CUPTI_ACTIVITY_KIND_RUNTIME")
+    return edit(p, 'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = NULL WHERE rowid % 2 = 0')
 
 
 def text_in_integer_column(tmp: Path) -> Path:
@@ -272,7 +282,15 @@ CASES = [
     Case(
         "required column dropped", dropped_required_column, 2, ["nostart.sqlite", "base_kernels.start"], needs=[GRAPHS]
     ),
-    Case("kernel ends NULL", nulled_kernel_ends, 0, ["Summary"], needs=[GRAPHS]),
+    Case("kernel ends NULL", nulled_kernel_ends, 0, ["kernels lack start or end"], "json", needs=[GRAPHS]),
+    Case(
+        "nvprof API calls without ends",
+        nvprof_calls_without_ends,
+        0,
+        ["api calls lack start or end"],
+        "json",
+        needs=[NVPROF],
+    ),
     Case("text in an integer column", text_in_integer_column, 2, ["text_times.sqlite", "soon"], needs=[GRAPHS]),
     # Reports: truncation before the version check, errors naming the user's file.
     Case("truncated 2025.3 report", truncated_new_report, 2, ["half.nsys-rep", "is truncated"], nsys=True),
@@ -321,7 +339,7 @@ def test_bad_input(case: Case, tmp_path):
             assert needle in lines[0], lines[0]
     else:
         if case.format == "json":
-            json.loads(r.stdout)
+            jsonschema.validate(json.loads(r.stdout), report_schema())
         for needle in case.needles:
             assert needle in r.stdout, r.stdout[:3000]
         if case.max_line is not None:

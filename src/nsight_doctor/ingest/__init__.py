@@ -171,7 +171,7 @@ def load_export(con, info: InputInfo, det: Detected, path: Path, form: str, prog
         info.notes.append("the export has no metadata table: it may be incomplete")
     if "StringIds" not in src.tables:
         info.notes.append("the export has no string table (StringIds): kernel, API and NVTX names are missing")
-    info.row_counts = nsys_export.load_base_tables(con, src, progress)
+    info.row_counts = nsys_export.load_base_tables(con, src, progress, info.notes)
     con.execute("DETACH src" if src.form == "sqlite" else "DROP SCHEMA src CASCADE")
     return info
 

@@ -66,7 +66,8 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
             if pid:
                 break
     params = {"t0": int(t0 or 0), "pid": int(pid), "runtime_names": RUNTIME_NAME_BASE, "driver_names": DRIVER_NAME_BASE}
-    counts = load_tables(con, src, MAP, progress, params)
+    notes: list[str] = []
+    counts = load_tables(con, src, MAP, progress, params, notes)
     add_api_names(con)
     demangle_kernel_names(con)
     # nvprof has no capture or process table: the contract's tables, filled here.
@@ -85,7 +86,6 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
         )
     if t_end is not None:
         con.execute("INSERT INTO base_processes (pid, name) VALUES (?, ?)", [int(pid), process_name])
-    notes = []
     for table, what in (
         ("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
         ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),

@@ -33,6 +33,7 @@ class Table:
     name: str
     doc: str
     columns: tuple[Column, ...]
+    required: tuple[str, ...] = ()  # rows with NULL here are dropped at ingest
 
     @property
     def column_names(self) -> list[str]:
@@ -53,7 +54,7 @@ def contract() -> dict[str, Table]:
     out = {}
     for name, spec in read_yaml("base_tables.yaml").items():
         cols = tuple(Column(c, s["type"], s["doc"]) for c, s in spec["columns"].items())
-        out[name] = Table(name, spec["doc"], cols)
+        out[name] = Table(name, spec["doc"], cols, tuple(spec.get("required", ())))
     return out
 
 
@@ -172,10 +173,12 @@ def load_tables(
     map_name: str,
     progress: Callable[[str], None] | None = None,
     params: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, int]:
     """Creates every base table that the column map fills; returns their row counts.
 
-    params fill {placeholders} in expressions and SQL (the nvprof map's time origin)."""
+    params fill {placeholders} in expressions and SQL (the nvprof map's time origin). Rows
+    that lack a table's required columns are dropped, with a line in notes."""
     cmap = column_map(map_name)
     decoders = cmap.get("decoders", {})
     counts = {}
@@ -191,8 +194,24 @@ def load_tables(
                 f"'{src.path}' could not be read ({name}: {first_line(e)}); the file may be truncated or corrupt"
             ) from None
         check_shape(con, table)
+        if table.required:
+            dropped = drop_incomplete(con, table)
+            if dropped and notes is not None:
+                what = name.removeprefix("base_").replace("_", " ")
+                notes.append(
+                    f"{dropped:,} {what} lack {' or '.join(table.required)} (a damaged file?) and were left out"
+                )
         counts[name] = scalar(con, f"SELECT count(*) FROM {name}")
     return counts
+
+
+def drop_incomplete(con: duckdb.DuckDBPyConnection, table: Table) -> int:
+    """Deletes the rows of a base table that lack a required column; returns how many."""
+    where = " OR ".join(f"{quote(c)} IS NULL" for c in table.required)
+    n = scalar(con, f"SELECT count(*) FROM {table.name} WHERE {where}") or 0
+    if n:
+        con.execute(f"DELETE FROM {table.name} WHERE {where}")
+    return int(n)
 
 
 def check_shape(con: duckdb.DuckDBPyConnection, table: Table) -> None:
