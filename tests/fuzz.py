@@ -641,6 +641,7 @@ def run_case(
     try:
         inp, what = prepare(case, folder)
         before = tree_hash(inp)
+        listing = {p.name for p in folder.iterdir()}
         args = ["analyze", str(inp), "--format", case.fmt, "-q"]
         if export_timeout:
             args += ["--export-timeout", str(export_timeout)]
@@ -655,6 +656,12 @@ def run_case(
         left = leftovers(tmp, cache, folder)
         if left:
             problems.append(f"left behind: {left[:3]}")
+        # Beside the input, only the export of a report may appear (nsys writes it there
+        # when the folder is writable, for nsys stats and the GUI to reuse).
+        stem = inp.name.split(".")[0]
+        added = {p.name for p in folder.iterdir()} - listing - {f"{stem}.sqlite", f"{stem}_pqtdir"}
+        if added:
+            problems.append(f"written beside the input: {sorted(added)[:3]}")
         if problems and keep is not None:
             dest = keep / f"seed{case.seed}_case{case.index}"
             shutil.copytree(folder, dest, dirs_exist_ok=True)

@@ -330,11 +330,12 @@ def test_unwritable_cache_folder_falls_back_to_a_temporary_one(tmp_path):
 
 
 def test_read_only_input_folder_is_never_written(tmp_path):
-    """A compressed export and a report in a folder without write permission (mode bits,
-    which the tool respects even as root): analysed, the folder unchanged."""
+    """An export, a compressed export and a report in a folder without write permission
+    (mode bits, which the tool respects even as root): analysed, the folder unchanged (no
+    journal or lock file beside the SQLite file either)."""
     folder = tmp_path / "archive"
     folder.mkdir()
-    for src in (sample("tp2_straggler", ".sqlite.xz"), sample("tp2_straggler", ".nsys-rep")):
+    for src in (sample("tp2_straggler", ".sqlite.xz"), sample("tp2_straggler", ".nsys-rep"), sample("decode_b1")):
         shutil.copyfile(src, folder / src.name)
     before = {p.name: sha256(p) for p in folder.iterdir()}
     folder.chmod(0o555)

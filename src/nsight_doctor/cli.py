@@ -313,9 +313,9 @@ def rules_list(rules_dirs, fmt):
         return 0
     width = max(len(r.id) for r in all_rules)
     for r in all_rules:
-        click.echo(f"{r.id.ljust(width)}  {r.severity:8s}  {r.name}  [{', '.join(r.tags)}]")
+        click.echo(sanitize(f"{r.id.ljust(width)}  {r.severity:8s}  {r.name}  [{', '.join(r.tags)}]"))
     for w in warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {one_line(w)}", err=True)
     return 0
 
 
@@ -336,7 +336,7 @@ def rules_explain(rule_id, rules_dirs):
     by_id = {r.id: r for r in all_rules}
     if rule_id not in by_id:
         raise DoctorError(f"no rule '{rule_id}' (see: nsight-doctor rules list)")
-    click.echo(rule_page(by_id[rule_id]), nl=False)
+    click.echo(sanitize(rule_page(by_id[rule_id])), nl=False)  # a user rule's text is untrusted
     return 0
 
 
@@ -363,7 +363,7 @@ def rules_test(rule_ids, rules_dirs):
             continue
         for result in run_file(rule, rule.test_path):
             status = "ok" if result.ok else "FAIL"
-            click.echo(f"{rule.id}: {result.name}: {status}{' - ' + result.detail if result.detail else ''}")
+            click.echo(one_line(f"{rule.id}: {result.name}: {status}{' - ' + result.detail if result.detail else ''}"))
             failed += not result.ok
     return EXIT_FINDINGS if failed else 0
 
