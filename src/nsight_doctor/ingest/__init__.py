@@ -188,6 +188,8 @@ def bound_identifiers(con: duckdb.DuckDBPyConnection) -> None:
     shortened copy (the bare function name of a C++ name, clipped), so that views which join
     a name to each of millions of rows stay within memory; the original strings remain in
     base_strings, and the kernels' demangled_name_id still points at them."""
+    if not scalar(con, "SELECT count(*) FROM base_strings WHERE length(value) > ?", [MAX_IDENTIFIER]):
+        return  # the usual case: no long string at all, and no need to scan the calls
     long = con.execute(
         """SELECT id, any_value(value) FROM base_strings
            WHERE length(value) > ? AND id IN (SELECT short_name_id FROM base_kernels
