@@ -68,7 +68,8 @@ class DoctorGroup(click.Group):
             if os.environ.get("NSIGHT_DOCTOR_DEBUG"):
                 traceback.print_exc()
             if is_out_of_memory(e):
-                error(f"ran out of memory ({e}); give DuckDB more with --memory-limit, e.g. --memory-limit 4GB")
+                first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+                error(f"ran out of memory ({first}); give DuckDB more with --memory-limit, e.g. --memory-limit 4GB")
             click.echo(
                 f"nsight-doctor: internal error: {type(e).__name__}: {one_line(str(e))} "
                 "(set NSIGHT_DOCTOR_DEBUG=1 for a traceback, and please report it)",
