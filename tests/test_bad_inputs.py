@@ -146,6 +146,14 @@ def nvprof_calls_without_ends(tmp: Path) -> Path:
     return edit(p, 'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = NULL WHERE rowid % 2 = 0')
 
 
+def nvprof_copies_without_sizes(tmp: Path) -> Path:
+    """Every copy's byte count NULL (found by the fuzzer: the text report crashed formatting
+    a null total)."""
+    p = copy(NVPROF, tmp, "nosizes.nvvp")
+    fuzz.without_constraints(fuzz.sqlite_con(p), "CUPTI_ACTIVITY_KIND_MEMCPY")
+    return edit(p, "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = NULL")
+
+
 def text_in_integer_column(tmp: Path) -> Path:
     p = copy(GRAPHS, tmp, "text_times.sqlite")
     return edit(p, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 5")
@@ -282,15 +290,24 @@ CASES = [
     Case(
         "required column dropped", dropped_required_column, 2, ["nostart.sqlite", "base_kernels.start"], needs=[GRAPHS]
     ),
-    Case("kernel ends NULL", nulled_kernel_ends, 0, ["kernels lack start or end"], "json", needs=[GRAPHS]),
+    Case(
+        "kernel ends NULL",
+        nulled_kernel_ends,
+        0,
+        ["kernels: left out", "rows without start or end"],
+        "json",
+        needs=[GRAPHS],
+    ),
     Case(
         "nvprof API calls without ends",
         nvprof_calls_without_ends,
         0,
-        ["api calls lack start or end"],
+        ["api calls: left out", "rows without start or end"],
         "json",
         needs=[NVPROF],
     ),
+    Case("nvprof copies without sizes", nvprof_copies_without_sizes, 0, ["memcpy: left out"], "json", needs=[NVPROF]),
+    Case("nvprof copies without sizes, text", nvprof_copies_without_sizes, 0, ["Summary"], needs=[NVPROF]),
     Case("text in an integer column", text_in_integer_column, 2, ["text_times.sqlite", "soon"], needs=[GRAPHS]),
     # Reports: truncation before the version check, errors naming the user's file.
     Case("truncated 2025.3 report", truncated_new_report, 2, ["half.nsys-rep", "is truncated"], nsys=True),
@@ -425,3 +442,10 @@ def test_newer_nsys_report_gives_the_version_message():
     r = run_cli("analyze", str(rep))
     assert r.returncode == 2
     assert "written by Nsight Systems 2026.1" in r.stderr and "cannot read it" in r.stderr
+
+
+def test_unknown_values_are_shown_as_unknown():
+    """A value a damaged input left unknown reaches a renderer as None: shown, not a crash."""
+    from nsight_doctor.model import fmt_bytes, fmt_ns
+
+    assert fmt_ns(None) == "n/a" and fmt_bytes(None) == "n/a"

@@ -59,7 +59,9 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
 
-def fmt_ns(ns: float) -> str:
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "n/a"  # unknown (a damaged input's missing value), never a crash in a renderer
     ns = float(ns)
     if abs(ns) >= 1e9:
         return f"{ns / 1e9:.2f} s"
@@ -70,7 +72,9 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
     n = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":

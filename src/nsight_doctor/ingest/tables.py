@@ -198,9 +198,9 @@ def load_tables(
             dropped = drop_incomplete(con, table)
             if dropped and notes is not None:
                 what = name.removeprefix("base_").replace("_", " ")
-                notes.append(
-                    f"{dropped:,} {what} lack {' or '.join(table.required)} (a damaged file?) and were left out"
-                )
+                fields = ", ".join(table.required[:-1]) + " or " + table.required[-1]
+                rows = "row" if dropped == 1 else "rows"
+                notes.append(f"{what}: left out {dropped:,} {rows} without {fields} (a damaged file?)")
         counts[name] = scalar(con, f"SELECT count(*) FROM {name}")
     return counts
 
