@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsight_doctor import __version__, analysis_cache, report_data, rules, store, summary
-from nsight_doctor.errors import InputError
+from nsight_doctor.errors import InputError, ResourceError, is_interrupt, is_out_of_memory
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.sections import Summary
 
@@ -32,6 +32,8 @@ class AnalyzeOptions:
     # Reuse a finished diagnosis of the same content from the local cache, and keep this one
     # there (analysis_cache.py). The command line turns it on; --no-cache turns it off.
     cache: bool = False
+    memory_limit: str | None = None  # DuckDB's memory limit, e.g. "2GB" (default: from the input's size)
+    export_timeout: float | None = None  # seconds that an nsys export may take (None: no limit)
 
 
 def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None = None) -> Diagnosis:
@@ -71,29 +73,45 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         opts = dataclasses.replace(opts, db=None)
 
     reused_store = bool(opts.db and inputs_id and Path(opts.db).exists())
-    if opts.db and reused_store:
-        built = reuse_store(opts.db, inputs_id)
-    else:
-        meta = {"inputs_sha256": inputs_id or "", "code_digest": analysis_cache.code_digest()}
-        built = store.build(inputs, db=opts.db, nsys_path=opts.nsys, progress=opts.progress, meta=meta)
+    stage = "reading the inputs"
     try:
-        con = built.connect()
+        if opts.db and reused_store:
+            built = reuse_store(opts.db, inputs_id)
+        else:
+            built = store.build(
+                inputs,
+                db=opts.db,
+                nsys_path=opts.nsys,
+                progress=opts.progress,
+                meta={"inputs_sha256": inputs_id or "", "code_digest": analysis_cache.code_digest()},
+                memory_limit=opts.memory_limit,
+                export_timeout=opts.export_timeout,
+            )
         try:
-            if opts.progress:
-                opts.progress("summary")
-            summ = summary.summarize(con, opts.largest_gaps)
-            if opts.progress:
-                opts.progress("rules")
-            findings, skipped = rules.evaluate(con, chosen)
-            datasets = {}
-            if opts.report_data:
+            con = built.connect()
+            try:
+                stage = "summarising"
                 if opts.progress:
-                    opts.progress("report data")
-                datasets = report_data.collect(con, summ)
+                    opts.progress("summary")
+                summ = summary.summarize(con, opts.largest_gaps)
+                stage = "running the rules"
+                if opts.progress:
+                    opts.progress("rules")
+                findings, skipped = rules.evaluate(con, chosen)
+                datasets = {}
+                if opts.report_data:
+                    stage = "reading the charts' data"
+                    if opts.progress:
+                        opts.progress("report data")
+                    datasets = report_data.collect(con, summ)
+            finally:
+                con.close()
         finally:
-            con.close()
-    finally:
-        built.close()
+            built.close()
+    except Exception as e:
+        if is_out_of_memory(e) and not is_interrupt(e):
+            raise ResourceError(out_of_memory_message(inputs, stage, opts.memory_limit)) from e
+        raise
 
     notes = list(warnings)
     for info in built.inputs:
@@ -146,6 +164,17 @@ def reuse_store(path: str, inputs_id: str | None) -> store.Store:
     if meta.get("code_digest") != analysis_cache.code_digest():
         raise InputError(f"'{path}' was built by another version of nsight-doctor; delete it to build it again")
     return built
+
+
+def out_of_memory_message(inputs: Sequence[str | os.PathLike], stage: str, limit: str | None) -> str:
+    names = ", ".join(f"'{p}'" for p in inputs)
+    if limit:
+        now = f"the memory limit of {limit} (--memory-limit)"
+        hint = "raise --memory-limit"
+    else:
+        now = f"the default memory limit of {store.store_config(inputs, Path('.'))['memory_limit']}"
+        hint = "give a larger one with --memory-limit, e.g. --memory-limit 4GB"
+    return f"analysing {names} ran out of memory while {stage}: it needs more than {now}; {hint}"
 
 
 def missing_data_notes(inputs, summ: Summary) -> list[str]:

@@ -42,13 +42,13 @@ def capture_start_ns(info: dict[str, Any]) -> int | None:
 
 def readable(path: Path) -> Path:
     """The file itself, or its decompressed copy in the cache (made by the analysis)."""
-    from nsight_doctor.ingest import unpack
+    from nsight_doctor.ingest import cache
 
     det = detect(path)
     for _ in range(3):
         if det.kind not in ("xz", "gzip"):
             break
-        det = detect(unpack(det, path))
+        det = detect(cache.unpack(det.path, det.kind, path))
     return det.path
 
 

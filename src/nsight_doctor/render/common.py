@@ -151,7 +151,7 @@ def gpu_rows(s: Summary) -> Rows:
         ):
             if ns:
                 parts.append(f"{label} {fmt_ns(ns)}")
-        rows.append((f"GPU {g.device_id} {g.name or ''}".strip(), ", ".join(parts)))
+        rows.append((clip(f"GPU {g.device_id} {g.name or ''}".strip()), ", ".join(parts)))
     if dormant:
         ids = ", ".join(str(g.device_id) for g in dormant)
         names = ", ".join(sorted({g.name or "?" for g in dormant}))
@@ -216,7 +216,7 @@ def blocking_rows(s: Summary) -> Rows:
     sy = s.sync
     if not sy.blocking_count:
         return []
-    apis = ", ".join(f"{r.name} {count(r.count)}x" for r in sy.by_api[:3])
+    apis = ", ".join(f"{clip(r.name or '?')} {count(r.count)}x" for r in sy.by_api[:3])
     if len(sy.by_api) > 3:
         rest = sum(r.count for r in sy.by_api[3:])
         apis += f", {count(rest)} in {len(sy.by_api) - 3} other APIs"
@@ -246,8 +246,8 @@ def idle_rows(s: Summary) -> Rows:
     hist = ", ".join(f"{h.bucket} {count(h.count)}" for h in idle.histogram if h.count)
     rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"), ("", f"by length: {hist}")]
     gaps = []
-    for g in idle.largest:
-        calls = ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call"
+    for g in idle.largest:  # as many as --gaps asked for
+        calls = ", ".join(clip(c.name or "?") for c in g.api_calls[:3]) or "no CUDA call"
         gaps.append(
             f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
             f"CPU in: {calls}; then {clip(g.next_op or '?')})"
@@ -265,11 +265,11 @@ def nvtx_rows(s: Summary) -> Rows:
 def nvtx_line(n: Nvtx) -> str:
     if n.processes > 1:
         return (
-            f"{n.text or '(unnamed)'} x{count(n.count)} in {n.processes} processes: CPU "
+            f"{clip(n.text or '(unnamed)')} x{count(n.count)} in {n.processes} processes: CPU "
             f"{fmt_ns(n.cpu_ns_per_process or 0)} per process, GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
         )
     return (
-        f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
+        f"{clip(n.text or '(unnamed)')} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
         f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
     )
 
@@ -331,9 +331,9 @@ def ncu_rows(s: Summary) -> Rows:
     return rows + labelled(
         "Profiled kernels",
         [
-            f"{pct(g.share_pct)} {g.launch}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
+            f"{pct(g.share_pct)} {clip(g.launch or '?')}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
             f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
-            + (f", top stall {g.top_stall}" if g.top_stall else "")
+            + (f", top stall {clip(g.top_stall)}" if g.top_stall else "")
             for g in n.groups[:6]
         ],
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from nsight_doctor.model import Diagnosis, Finding, fmt_ns
@@ -19,7 +20,7 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
         out.append(f"  {sanitize(input_line(inp))}")
     out.append("")
     out.append(bold("Summary"))
-    rows = summary_rows(d)
+    rows = [(sanitize(label), value) for label, value in summary_rows(d)]  # labels hold GPU names
     width = max((len(label) for label, _ in rows), default=0)
     for label, value in rows:
         out.extend(wrap(sanitize(value), f"  {label.ljust(width)}  ", " " * (width + 4)))
@@ -46,7 +47,7 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
             out.extend(wrap(sanitize(f.recommendation), "    -> ", "       "))
     if d.skipped and verbose:
         out.append("")
-        out.append("Rules not applicable: " + ", ".join(f"{s.rule_id} ({s.reason})" for s in d.skipped))
+        out.append(sanitize("Rules not applicable: " + ", ".join(f"{s.rule_id} ({s.reason})" for s in d.skipped)))
     if d.notes and verbose:
         out.append("")
         out.extend(f"note: {sanitize(n)}" for n in d.notes)
@@ -99,7 +100,18 @@ def wrap(text: str, first: str, rest: str) -> list[str]:
     ) or [first.rstrip()]
 
 
+# Terminal escape sequences: CSI (colours, cursor moves), OSC (window titles, hyperlinks),
+# DCS/PM/APC/SOS strings, and two-character escapes; the 8-bit C1 forms of CSI and OSC too.
+ANSI_RE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]P^_X]|[\x9d\x90\x9e\x9f\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"
+)
+
+
 def sanitize(text: str) -> str:
-    """Drops control characters (escape sequences in kernel names or NVTX text could drive
-    the terminal)."""
+    """Removes terminal escape sequences and replaces other control characters with '?':
+    kernel names, NVTX text, file names and messages quoted from files are untrusted, and
+    could otherwise recolour, retitle or rewrite the user's terminal."""
+    text = ANSI_RE.sub("", text)
     return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in text)
