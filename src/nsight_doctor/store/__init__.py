@@ -112,7 +112,9 @@ class Store:
         self.path = path
         self.inputs = inputs
         self.temporary = temporary
-        self.config = {k: v for k, v in (config or {}).items() if k in ("memory_limit", "threads")}
+        self.config = {
+            k: v for k, v in (config or {}).items() if k in ("memory_limit", "threads", "asof_loop_join_threshold")
+        }
         self.spill: Path | None = None
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -238,18 +240,38 @@ def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
     return total
 
 
+# DuckDB's memory per thread that the default limit allows at least: each thread keeps its own
+# buffers for sorts and joins, and a 16-core host ran out of memory at 512 MB where 2 cores did not.
+MB_PER_THREAD = 256
+
+
 def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_limit: str | None = None) -> dict:
     """DuckDB settings for building: memory capped near the input's size (or at
     memory_limit), spilling to disk.
 
     Large profiles must not need more memory than about twice their export's size; DuckDB
-    stays within the limit by spilling sorts and joins to the store's folder.
+    stays within the limit by spilling sorts and joins to the store's folder. The default
+    limit is at least 512 MB and MB_PER_THREAD per DuckDB thread, at most 80% of the
+    machine's memory (DuckDB's own default).
     """
-    if memory_limit is None:
-        memory_limit = f"{max(512, int(0.8 * input_bytes(paths) / (1 << 20)))}MB"
-    config: dict = {"memory_limit": memory_limit, "temp_directory": str(spill_dir)}
+    # ASOF joins always as ASOF joins: below this estimated number of left rows DuckDB rewrites
+    # them as a loop that re-reads the right side per row, and a wrong estimate (a filtered
+    # CTE) made one rule take minutes on 2 M kernels.
+    config: dict = {"temp_directory": str(spill_dir), "asof_loop_join_threshold": 0}
     # DuckDB's threads: all cores by default; ingest's worker processes share them out.
     threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         config["threads"] = int(threads)
+    if memory_limit is None:
+        n = config.get("threads") or os.cpu_count() or 1
+        mb = max(512, MB_PER_THREAD * n, int(0.8 * input_bytes(paths) / (1 << 20)))
+        memory_limit = f"{min(mb, max(512, int(0.8 * physical_mb())))}MB"
+    config["memory_limit"] = memory_limit
     return config
+
+
+def physical_mb() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        return 1 << 20  # unknown: no cap
