@@ -61,9 +61,12 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> sub
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path_factory, monkeypatch):
-    """Each test session exports reports into its own cache folder, never the user's."""
+    """Each test session exports reports into its own cache folder, never the user's. Cached
+    diagnoses are off (a test that analyses a copy expects it to be analysed); the tests of
+    the cache turn them on."""
     cache = tmp_path_factory.getbasetemp() / "nsight-doctor-cache"
     monkeypatch.setenv("NSIGHT_DOCTOR_CACHE", str(cache))
+    monkeypatch.setenv("NSIGHT_DOCTOR_NO_CACHE", "1")
     return cache
 
 

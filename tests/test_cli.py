@@ -123,7 +123,47 @@ def test_db_keeps_a_queryable_store(tmp_path):
 
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM kernels").fetchall() == [(15808,)]
-    one_error_line(run_cli("analyze", B1, "--db", str(db)), "already exists")
+    con.close()
+    # The same profile again: the store is reused (ingest skipped), with the same findings.
+    again = run_cli("analyze", B1, "--db", str(db), "-q", "-v")
+    assert again.returncode == 0, again.stderr
+    assert "reused the store" in again.stdout
+    # Another profile: refused, the store is never overwritten.
+    other = str(sample("decode_b1_graphs"))
+    one_error_line(run_cli("analyze", other, "--db", str(db)), "already exists and holds the analysis of other inputs")
+
+
+@pytest.mark.parametrize("args", [[], ["rules"]], ids=["nsight-doctor", "nsight-doctor rules"])
+def test_a_group_without_a_command_shows_its_help(args):
+    """The help as --help shows it (exit 0), not an error line with the help flattened in."""
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert r.stdout == run_cli(*args, "--help").stdout
+    assert r.stdout.startswith("Usage: ") and "Commands:" in r.stdout and len(r.stdout.splitlines()) > 5
+
+
+def test_gaps_option_sets_how_many_gaps_text_and_markdown_show():
+    for n in (1, 8):
+        text = run_cli("analyze", B1, "--gaps", str(n)).stdout
+        assert text.count(" on GPU 0 at ") == n
+        md = run_cli("analyze", B1, "--gaps", str(n), "--format", "markdown").stdout
+        assert md.count(" on GPU 0 at ") == n
+        js = json.loads(run_cli("analyze", B1, "--gaps", str(n), "--format", "json").stdout)
+        assert len(js["summary"]["idle"]["largest"]) == n
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--memory-limit", "lots"], "is not a size such as 512MB"),
+        (["--memory-limit", "2 parsecs"], "is not a size"),
+        (["--export-timeout", "0"], "--export-timeout"),
+        (["--export-timeout", "soon"], "--export-timeout"),
+    ],
+)
+def test_resource_options_are_checked(args, needle):
+    one_error_line(run_cli("analyze", B1, *args), needle)
 
 
 def test_rules_list_and_explain():
@@ -213,8 +253,9 @@ def test_sqlite_that_is_not_an_nsys_export(tmp_path):
 
 
 def test_truncated_report_without_nsys(tmp_path):
+    """Truncation is found before nsys is looked for (or its version blamed)."""
     p = truncate(sample("decode_b1", ".nsys-rep"), tmp_path / "half.nsys-rep")
-    one_error_line(run_cli("analyze", str(p), env={"PATH": "/nonexistent", "NSYS": ""}), "nsys")
+    one_error_line(run_cli("analyze", str(p), env={"PATH": "/nonexistent", "NSYS": ""}), "half.nsys-rep", "truncated")
 
 
 def test_truncated_parquet_export(tmp_path):

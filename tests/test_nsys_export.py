@@ -112,3 +112,18 @@ def test_explicit_nsys_path_must_exist(tmp_path):
     shutil.copy(sample("decode_b1", ".nsys-rep"), rep)
     r = run_cli("analyze", str(rep), "--nsys", "/no/such/nsys")
     assert r.returncode == 2 and "nsys not found at '/no/such/nsys'" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["tp2_straggler", "tp2_exposed"])
+def test_bundled_report_reuses_its_compressed_export(name):
+    """The samples ship their exports as .sqlite.xz beside the report: reused (decompressed
+    into the cache), without nsys, and nothing is written beside the report."""
+    rep = sample(name, ".nsys-rep")
+    listing = sorted(p.name for p in rep.parent.iterdir())
+    r = run_cli("analyze", str(rep), "--format", "json", env={"PATH": "/nonexistent", "NSYS": ""})
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["inputs"][0]["export_path"] == str(sample(name, ".sqlite.xz"))
+    assert f"reused the existing export {sample(name, '.sqlite.xz')}" in d["notes"]
+    assert d["summary"]["communication"]
+    assert sorted(p.name for p in rep.parent.iterdir()) == listing

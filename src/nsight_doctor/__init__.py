@@ -7,8 +7,23 @@ The library API is one call; the command line is a thin layer over it:
     >>> diagnosis.findings[0].title
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from nsight_doctor.engine import AnalyzeOptions, analyze
-
 __all__ = ["AnalyzeOptions", "__version__", "analyze"]
+
+if TYPE_CHECKING:
+    from nsight_doctor.engine import AnalyzeOptions, analyze
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: importing the package stays fast (the command line starts with
+    # it, and must answer Ctrl-C at once), and the pipeline loads only when it is needed.
+    if name in ("AnalyzeOptions", "analyze"):
+        from nsight_doctor import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module 'nsight_doctor' has no attribute {name!r}")

@@ -1,3 +1,56 @@
-from nsight_doctor.cli import main
+"""``python -m nsight_doctor`` and the ``nsight-doctor`` command.
 
-main()
+The command line's modules (DuckDB, click, the rules) are imported inside run(), so that
+Ctrl-C while they load also ends in "nsight-doctor: interrupted" and exit code 130.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+
+def exit_interrupted() -> None:
+    """Says so and exits with 130 (128 + SIGINT, as shells report an interrupted command).
+
+    The exit skips the interpreter's own shutdown: when Ctrl-C lands while a C extension
+    runs Python code (DuckDB's import does), CPython remembers the interrupt as unhandled
+    and, however the program then exits, kills itself with SIGINT. Cleanup of partial
+    files has already run where the interrupt was raised; what registered for exit runs
+    here."""
+    sys.stderr.write("nsight-doctor: interrupted\n")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(130)
+
+
+def interrupted_import(e: BaseException) -> bool:
+    """Whether an exception raised while importing came from Ctrl-C (Python wraps some, e.g.
+    an interrupt inside a class's __set_name__ becomes a RuntimeError)."""
+    seen = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        if isinstance(x, KeyboardInterrupt):
+            return True
+        seen.add(id(x))
+        x = x.__cause__ or x.__context__
+    return False
+
+
+def run() -> None:
+    try:
+        from nsight_doctor.cli import main
+    except BaseException as e:
+        if interrupted_import(e):
+            exit_interrupted()
+        raise
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -1,7 +1,7 @@
 """The command line: a thin click layer over nsight_doctor.analyze().
 
 Exit codes: 0 no finding at or above --fail-on, 1 findings at or above it, 2 the tool could
-not do its job (one line on stderr, never a traceback).
+not do its job (one line on stderr, never a traceback), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -16,15 +17,28 @@ import traceback
 import click
 
 from nsight_doctor import __version__
-from nsight_doctor.errors import DoctorError
+from nsight_doctor.__main__ import exit_interrupted
+from nsight_doctor.errors import DoctorError, is_interrupt, is_out_of_memory
 from nsight_doctor.model import SEVERITIES, severity_rank
+from nsight_doctor.render.text import sanitize
 
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def error(message: str) -> None:
+    click.echo(f"nsight-doctor: error: {one_line(message)}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def interrupted() -> None:
+    # Cleanup (partial stores, exports, decompressed copies) ran on the way out.
+    exit_interrupted()
 
 
 class DoctorGroup(click.Group):
-    """Turns every error into one line on stderr and exit code 2."""
+    """Turns every error into one line on stderr and exit code 2, and Ctrl-C into exit 130."""
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
@@ -32,24 +46,31 @@ class DoctorGroup(click.Group):
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
+        except click.exceptions.NoArgsIsHelpError as e:
+            # A command group run without a command: its help, as with --help.
+            click.echo(e.ctx.get_help() if e.ctx else self.get_help(click.Context(self)))
+            sys.exit(0)
         except click.Abort:
-            click.echo("nsight-doctor: aborted", err=True)
-            sys.exit(EXIT_ERROR)
+            # click turns KeyboardInterrupt (and EOF at a prompt, which we never show) into Abort.
+            interrupted()
         except click.ClickException as e:
-            msg = e.format_message().replace("\n", " ")
             ctx = getattr(e, "ctx", None)
             hint = f" (see: {ctx.command_path} --help)" if ctx else ""
-            click.echo(f"nsight-doctor: error: {msg}{hint}", err=True)
-            sys.exit(EXIT_ERROR)
-        except DoctorError as e:
-            click.echo(f"nsight-doctor: error: {one_line(str(e))}", err=True)
-            sys.exit(EXIT_ERROR)
+            error(e.format_message() + hint)
         except KeyboardInterrupt:
-            click.echo("nsight-doctor: interrupted", err=True)
-            sys.exit(EXIT_ERROR)
+            interrupted()
+        except DoctorError as e:
+            if is_interrupt(e):
+                interrupted()
+            error(str(e))
         except Exception as e:
+            if is_interrupt(e):
+                interrupted()
             if os.environ.get("NSIGHT_DOCTOR_DEBUG"):
                 traceback.print_exc()
+            if is_out_of_memory(e):
+                first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+                error(f"ran out of memory ({first}); give DuckDB more with --memory-limit, e.g. --memory-limit 4GB")
             click.echo(
                 f"nsight-doctor: internal error: {type(e).__name__}: {one_line(str(e))} "
                 "(set NSIGHT_DOCTOR_DEBUG=1 for a traceback, and please report it)",
@@ -60,7 +81,18 @@ class DoctorGroup(click.Group):
 
 
 def one_line(s: str) -> str:
-    return " ".join(s.split())
+    """One line of plain text: whitespace runs collapsed, escape sequences and other control
+    characters from file names or file content removed."""
+    return sanitize(" ".join(s.split()))
+
+
+MEMORY_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.I)
+
+
+def memory_size(ctx, param, value: str | None) -> str | None:
+    if value is not None and not MEMORY_RE.match(value):
+        raise click.BadParameter(f"'{value}' is not a size such as 512MB, 4GB or 1.5GiB")
+    return value.replace(" ", "") if value else value
 
 
 def rules_option(f):
@@ -132,16 +164,21 @@ def split_list(values: tuple[str, ...]) -> list[str]:
 
 
 class Progress:
-    """One self-overwriting status line on stderr, shown only on a terminal."""
+    """One self-overwriting status line on stderr, shown only on a terminal. A step given
+    again with a new parenthesised detail ("nsys export (12 s)") updates its line."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.steps = 0
+        self.last = ""
 
     def __call__(self, step: str) -> None:
         if self.enabled:
-            self.steps += 1
-            sys.stderr.write(f"\r\x1b[2K[nsight-doctor] {self.steps:3d} {step}")
+            base = step.split(" (", 1)[0]
+            if base != self.last:
+                self.steps += 1
+                self.last = base
+            sys.stderr.write(f"\r\x1b[2K[nsight-doctor] {self.steps:3d} {sanitize(step)}")
             sys.stderr.flush()
 
     def done(self) -> None:
@@ -187,7 +224,8 @@ def main():
     "--db",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Keep the DuckDB store in this new file, for your own SQL.",
+    help="Keep the DuckDB store in this file, for your own SQL. An existing store of the same profile is reused; "
+    "a fleet database (ingest) that holds the profile gives its diagnosis.",
 )
 @click.option(
     "--nsys",
@@ -204,6 +242,23 @@ def main():
     show_default=True,
     help="How many of the largest idle gaps to report.",
 )
+@click.option("--no-cache", is_flag=True, help="Analyse again even when the same content was analysed before.")
+@click.option(
+    "--memory-limit",
+    metavar="SIZE",
+    callback=memory_size,
+    default=None,
+    help="DuckDB's memory limit, e.g. 4GB (default: near the input's size, at least 512MB); "
+    "beyond it, work spills to a temporary folder.",
+)
+@click.option(
+    "--export-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    default=1800,
+    show_default=True,
+    help="Stop an nsys export of a report, or the reading of an Nsight Compute report, that takes longer than this.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def analyze(
@@ -217,6 +272,9 @@ def analyze(
     db,
     nsys_path,
     largest_gaps,
+    no_cache,
+    memory_limit,
+    export_timeout,
     verbose,
     quiet,
 ):
@@ -260,7 +318,10 @@ def analyze(
         largest_gaps=largest_gaps,
         command="nsight-doctor " + shlex.join(sys.argv[1:]),
         progress=progress,
+        cache=not no_cache and not os.environ.get("NSIGHT_DOCTOR_NO_CACHE"),
         report_data=report.needs_data,
+        memory_limit=memory_limit,
+        export_timeout=export_timeout,
     )
     try:
         diagnosis = run_analysis(inputs, opts)
@@ -443,9 +504,9 @@ def rules_list(rules_dirs, fmt):
         return 0
     width = max(len(r.id) for r in all_rules)
     for r in all_rules:
-        click.echo(f"{r.id.ljust(width)}  {r.severity:8s}  {r.name}  [{', '.join(r.tags)}]")
+        click.echo(sanitize(f"{r.id.ljust(width)}  {r.severity:8s}  {r.name}  [{', '.join(r.tags)}]"))
     for w in warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {one_line(w)}", err=True)
     return 0
 
 
@@ -466,7 +527,7 @@ def rules_explain(rule_id, rules_dirs):
     by_id = {r.id: r for r in all_rules}
     if rule_id not in by_id:
         raise DoctorError(f"no rule '{rule_id}' (see: nsight-doctor rules list)")
-    click.echo(rule_page(by_id[rule_id]), nl=False)
+    click.echo(sanitize(rule_page(by_id[rule_id])), nl=False)  # a user rule's text is untrusted
     return 0
 
 
@@ -493,7 +554,7 @@ def rules_test(rule_ids, rules_dirs):
             continue
         for result in run_file(rule, rule.test_path):
             status = "ok" if result.ok else "FAIL"
-            click.echo(f"{rule.id}: {result.name}: {status}{' - ' + result.detail if result.detail else ''}")
+            click.echo(one_line(f"{rule.id}: {result.name}: {status}{' - ' + result.detail if result.detail else ''}"))
             failed += not result.ok
     return EXIT_FINDINGS if failed else 0
 
@@ -519,6 +580,14 @@ def rules_docs(out_dir, rules_dirs, check):
         return EXIT_FINDINGS
     return 0
 
+
+def _register_archive() -> None:
+    from nsight_doctor.archive.commands import register
+
+    register(main)
+
+
+_register_archive()
 
 if __name__ == "__main__":
     main()

@@ -19,6 +19,31 @@ def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def text_expr(expr: str) -> str:
+    """A VARCHAR expression that is valid UTF-8 whatever the source held: a value that is not
+    (Latin-1 text, a damaged file) is shown with its bytes escaped (caf\\xE9), rather than
+    failing the query or the Python code that fetches it. The SQLite reader passes text
+    through unchecked; DuckDB checks it only when it stores or returns it."""
+    return (
+        f"CASE WHEN ({expr}) IS NULL OR try(decode(encode({expr}))) IS NOT NULL "
+        f"THEN ({expr}) ELSE CAST(encode({expr}) AS VARCHAR) END"
+    )
+
+
+def sandbox(con: duckdb.DuckDBPyConnection) -> None:
+    """Lets the connection read its own database and nothing else: no files, no network, no
+    extensions to install or load, and no way to change these settings back. User rule files
+    and their test cases run under it."""
+    for setting in (
+        "enable_external_access",
+        "autoinstall_known_extensions",
+        "autoload_known_extensions",
+        "allow_community_extensions",
+    ):
+        con.execute(f"SET {setting} = false")
+    con.execute("SET lock_configuration = true")
+
+
 def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()
     return bool(row and row[0])

@@ -131,31 +131,32 @@ def view_docs() -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(view, description, [(column, doc)]) parsed from the view files' header comments."""
     from nsight_doctor.store import documented_views, view_sql
 
-    docs = []
-    for name in documented_views():
-        header = []
-        for line in view_sql(name).splitlines():
-            if not line.startswith("--"):
-                break
-            header.append(line[2:].strip() if line.startswith("-- ") or line == "--" else line[2:])
-        # First paragraph: "<view>: description"; then "column: doc" entries, continuation
-        # lines indented.
-        paragraphs = "\n".join(header).split("\n\n")
-        first = " ".join(paragraphs[0].split())
-        m = re.match(rf"{re.escape(name)}: (.*)", first)
-        desc = m.group(1) if m else first
-        cols: list[tuple[str, str]] = []
-        raw = [ln for ln in view_sql(name).splitlines() if ln.startswith("--")]
-        body = raw[len(paragraphs[0].splitlines()) + 1 :]
-        for line in body:
-            text = line[3:] if line.startswith("-- ") else line[2:]
-            m = re.match(r"([a-z_][a-z0-9_]*): (.*)", text)
-            if m and not text.startswith(" "):
-                cols.append((m.group(1), m.group(2)))
-            elif cols and text.strip():
-                cols[-1] = (cols[-1][0], cols[-1][1] + " " + text.strip())
-        docs.append((name, desc, cols))
-    return docs
+    return [(name, *header_docs(name, view_sql(name))) for name in documented_views()]
+
+
+def header_docs(name: str, sql: str) -> tuple[str, list[tuple[str, str]]]:
+    """(description, [(column, doc)]) from the header comment of a view or table file: a first
+    paragraph "<name>: description", then "column: doc" entries, continuation lines indented."""
+    header = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip() if line.startswith("-- ") or line == "--" else line[2:])
+    paragraphs = "\n".join(header).split("\n\n")
+    first = " ".join(paragraphs[0].split())
+    m = re.match(rf"{re.escape(name)}: (.*)", first)
+    desc = m.group(1) if m else first
+    cols: list[tuple[str, str]] = []
+    raw = [ln for ln in sql.splitlines() if ln.startswith("--")]
+    body = raw[len(paragraphs[0].splitlines()) + 1 :]
+    for line in body:
+        text = line[3:] if line.startswith("-- ") else line[2:]
+        m = re.match(r"([a-z_][a-z0-9_]*): (.*)", text)
+        if m and not text.startswith(" "):
+            cols.append((m.group(1), m.group(2)))
+        elif cols and text.strip():
+            cols[-1] = (cols[-1][0], cols[-1][1] + " " + text.strip())
+    return desc, cols
 
 
 def schema_page() -> str:
@@ -165,14 +166,39 @@ def schema_page() -> str:
         "# The store: documented views",
         "",
         "`nsight-doctor analyze --db FILE` keeps the DuckDB database it builds, so these views "
-        "can be queried directly (`duckdb FILE`). Rules read only these views. Times are in "
-        "nanoseconds from the start of the capture; names are resolved from the export's "
+        'can be queried directly (`nsight-doctor query --db FILE "SQL"`). Rules read only these views. '
+        "Times are in nanoseconds from the start of the capture; names are resolved from the export's "
         "string table.",
         "",
     ]
     for name, desc, cols in view_docs():
         out += [f"## `{name}`", "", desc, "", "| Column | Meaning |", "|---|---|"]
         out += [f"| `{c}` | {d} |" for c, d in cols]
+        out += [""]
+    return "\n".join(out)
+
+
+def fleet_schema_page() -> str:
+    """The fleet database's tables: the fixed ones from archive/tables/*.sql, the derived ones
+    from the typed summary and the store's ncu_kernels view."""
+    from nsight_doctor.archive.schema import SCHEMA_VERSION, all_tables
+
+    out = [
+        GENERATED.format(source="src/nsight_doctor/archive/tables/*.sql and the typed summary"),
+        "",
+        "# The fleet database: tables",
+        "",
+        f"`nsight-doctor ingest` writes these tables (schema version {SCHEMA_VERSION}); `nsight-doctor query`, "
+        "`report` and `export` read them (docs/archive.md). Every per-profile table has `profile_id`, the sha256 "
+        "of the profile's content, which joins it to `profiles`. Times are in nanoseconds unless the name says "
+        "otherwise; `_pct` values are percentages (0-100). The `summaries` columns and the `summary_*` tables "
+        "are derived from the summary of the JSON output (docs/json.md): a field added there appears here, and "
+        "an older database gains it at its next ingest.",
+        "",
+    ]
+    for t in all_tables():
+        out += [f"## `{t.name}`", "", t.doc[0].upper() + t.doc[1:], "", "| Column | Type | Meaning |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.type} | {' '.join(c.doc.split())} |" for c in t.columns]
         out += [""]
     return "\n".join(out)
 
@@ -415,6 +441,86 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
+LLM_INTRO = """# LLM serving: phases, steps, kernel categories and advice
+
+A serving capture is start-up (imports, weight uploads, module loads, CUDA-graph capture),
+warm-up, then steady work made of steps. nsight-doctor splits each GPU's timeline into
+phases and measures its findings on the steady state, so that a model load does not
+pass for a per-token problem. Start-up findings are listed after the steady-state ones.
+
+## Steps and phases
+
+Steps come from the engine's own NVTX step ranges where the capture has them (vLLM
+`execute_context_N(M)_generation_N(M)`, TensorRT-LLM `[Executor] _forward_step`, SGLang
+`scheduler.run_batch`), else from user ranges whose names say step, decode, prefill, forward,
+iteration or batch, else from the shape of the work: the operation that recurs once per
+forward pass (the vocabulary projection, or the step's CUDA graph). The `steps` and `phases`
+views ([schema.md](schema.md)) give the exact definitions; `summary.phases` and
+`summary.steady_state` in the JSON output ([json.md](json.md)) carry them.
+
+| Phase | Meaning |
+|---|---|
+| `startup` | before the first step: module loads, weight copies, allocator growth, graph capture |
+| `warmup` | leading steps much slower than the median, with the GPU mostly idle |
+| `prefill` | the first step of a stretch whose work differs from the rest, or steps of long GEMMs (GPU busy) |
+| `decode` | steps of short GEMMs (weight streaming), after a prefill |
+| `mixed` | later steps that differ from the rest: continuous batching adding prompts to running decodes |
+| `steady` | steady work whose kind is not known |
+| `idle` | a long stretch with no GPU work between steady stretches |
+
+What the tool cannot see it says: CUDA graphs traced as whole graphs hide their kernels
+(rule `graph-kernels-hidden`), NVTX ranges that cover little of the GPU work make per-range
+numbers partial (`nvtx-coverage`), and a capture without GPU work names the processes it
+caught (`no-gpu-activity`).
+"""
+
+
+def cell(text: str) -> str:
+    """Text for a Markdown table cell."""
+    return text.replace("|", "\\|")
+
+
+def llm_page() -> str:
+    """Phases, the kernel taxonomy and the advice table, from the data files."""
+    from nsight_doctor.store import advice_rows
+    from nsight_doctor.store.taxonomy import categories
+
+    out = [
+        GENERATED.format(
+            source="src/nsight_doctor/store/kernel_categories.yaml and src/nsight_doctor/store/advice.yaml"
+        ),
+        "",
+        LLM_INTRO,
+        "## Kernel categories",
+        "",
+        "Each kernel gets one category from its name (ordered patterns in",
+        "`src/nsight_doctor/store/kernel_categories.yaml`); the summary gives the steady state's",
+        "kernel time per category.",
+        "",
+        "| Category | Meaning |",
+        "|---|---|",
+    ]
+    out += [f"| `{c}` | {meaning} |" for c, meaning in categories().items()]
+    out += [
+        "",
+        "## Advice in each framework's terms",
+        "",
+        "The framework is detected from the command line, environment, NVTX ranges and kernel",
+        "names (the `framework` view). Rules take their advice from this table: the detected",
+        "framework's text when the capture looks like a model loop (its steady state has steps),",
+        "else the generic one.",
+        "",
+    ]
+    by_topic: dict[str, list[tuple[str, str]]] = {}
+    for topic, fw, text in advice_rows():
+        by_topic.setdefault(topic, []).append((fw, text))
+    for topic, rows in by_topic.items():
+        out += [f"### `{topic}`", "", "| Framework | Advice |", "|---|---|"]
+        out += [f"| {fw} | {cell(text)} |" for fw, text in rows]
+        out.append("")
+    return "\n".join(out)
+
+
 def generated_files(root: Path) -> dict[Path, str]:
     """Every generated file other than the rule pages, with its current text."""
     return {
@@ -422,6 +528,8 @@ def generated_files(root: Path) -> dict[Path, str]:
         root / "docs" / "json.md": json_page(),
         root / "docs" / "tags.md": tags_page(),
         root / "docs" / "cli.md": cli_page(),
+        root / "docs" / "llm.md": llm_page(),
+        root / "docs" / "fleet-schema.md": fleet_schema_page(),
         root / "src" / "nsight_doctor" / "render" / "report_schema.json": report_schema_text(),
         root / "src" / "nsight_doctor" / "render" / "compare_schema.json": compare_schema_text(),
     }

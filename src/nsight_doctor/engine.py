@@ -5,11 +5,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from nsight_doctor import __version__, report_data, rules, store, summary
+from nsight_doctor import __version__, analysis_cache, report_data, rules, store, summary
+from nsight_doctor.errors import InputError, ResourceError, is_interrupt, is_out_of_memory
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.sections import Summary
 
@@ -26,6 +29,11 @@ class AnalyzeOptions:
     report_data: bool = False  # also read the charts' data (report_data.py) for HTML, notebook, PDF
     command: str = ""
     progress: Callable[[str], None] | None = None
+    # Reuse a finished diagnosis of the same content from the local cache, and keep this one
+    # there (analysis_cache.py). The command line turns it on; --no-cache turns it off.
+    cache: bool = False
+    memory_limit: str | None = None  # DuckDB's memory limit, e.g. "2GB" (default: from the input's size)
+    export_timeout: float | None = None  # seconds that an nsys export may take (None: no limit)
 
 
 def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None = None) -> Diagnosis:
@@ -35,33 +43,81 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     all_rules, warnings = rules.load_rules(opts.rules_dirs)
     chosen = rules.with_overrides(rules.select_rules(all_rules, opts.select, opts.ignore), opts.thresholds)
 
-    built = store.build(inputs, db=opts.db, nsys_path=opts.nsys, progress=opts.progress)
+    digest = inputs_id = None
+    if opts.cache or opts.db:
+        digest = analysis_cache.analysis_digest(chosen, opts.largest_gaps)
+        inputs_id = analysis_cache.inputs_key(inputs)
+    # A cached diagnosis has no charts' data: reports with charts read the profile.
+    if opts.cache and not opts.db and not opts.report_data and inputs_id and digest:
+        hit = analysis_cache.load(inputs_id, digest)
+        if hit is not None:
+            return reused(
+                hit,
+                inputs,
+                opts,
+                "reused the cached analysis of this content (same code, rules and options); "
+                "--no-cache analyses it again",
+            )
+
+    fleet_note = None
+    if opts.db and digest and Path(opts.db).exists() and analysis_cache.is_fleet(opts.db):
+        # A fleet database (ingest) holds finished diagnoses; analyze never writes to it.
+        hit, why = analysis_cache.fleet_lookup(opts.db, inputs, digest)
+        if opts.report_data:
+            hit, why = None, "a report with charts reads the profile itself"
+        if hit is not None:
+            paths = ", ".join(i["path"] for i in hit.inputs)
+            note = f"reused the fleet database {opts.db}'s analysis of this content (read from {paths})"
+            return reused(hit, [], opts, note)
+        fleet_note = f"analysed now, not read from the fleet database {opts.db}: {why}"
+        opts = dataclasses.replace(opts, db=None)
+
+    reused_store = bool(opts.db and inputs_id and Path(opts.db).exists())
+    stage = "reading the inputs"
     try:
-        con = built.connect()
+        if opts.db and reused_store:
+            built = reuse_store(opts.db, inputs_id)
+        else:
+            built = store.build(
+                inputs,
+                db=opts.db,
+                nsys_path=opts.nsys,
+                progress=opts.progress,
+                meta={"inputs_sha256": inputs_id or "", "code_digest": analysis_cache.code_digest()},
+                memory_limit=opts.memory_limit,
+                export_timeout=opts.export_timeout,
+            )
         try:
-            if opts.progress:
-                opts.progress("summary")
-            summ = summary.summarize(con, opts.largest_gaps)
-            if opts.progress:
-                opts.progress("rules")
-            findings, skipped = rules.evaluate(con, chosen)
-            datasets = {}
-            if opts.report_data:
+            con = built.connect()
+            try:
+                stage = "summarising"
                 if opts.progress:
-                    opts.progress("report data")
-                datasets = report_data.collect(con, summ)
+                    opts.progress("summary")
+                summ = summary.summarize(con, opts.largest_gaps)
+                stage = "running the rules"
+                if opts.progress:
+                    opts.progress("rules")
+                findings, skipped = rules.evaluate(con, chosen)
+                datasets = {}
+                if opts.report_data:
+                    stage = "reading the charts' data"
+                    if opts.progress:
+                        opts.progress("report data")
+                    datasets = report_data.collect(con, summ)
+            finally:
+                con.close()
         finally:
-            con.close()
-    finally:
-        built.close()
+            built.close()
+    except Exception as e:
+        if is_out_of_memory(e) and not is_interrupt(e):
+            raise ResourceError(out_of_memory_message(inputs, stage, opts.memory_limit)) from e
+        raise
 
     notes = list(warnings)
     for info in built.inputs:
         notes.extend(info.notes)
     notes.extend(missing_data_notes(built.inputs, summ))
-    if opts.db:
-        notes.append(f"the DuckDB store was kept in {opts.db}")
-    return Diagnosis(
+    result = Diagnosis(
         tool={"name": "nsight-doctor", "version": __version__},
         command=opts.command,
         inputs=[input_record(i) for i in built.inputs],
@@ -72,6 +128,53 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         datasets=datasets,
         store_path=opts.db,
     )
+    if opts.cache and inputs_id and digest:
+        analysis_cache.save(inputs_id, digest, result)
+    if fleet_note:
+        result.notes.append(fleet_note)
+    if reused_store:
+        result.notes.append(f"reused the store {opts.db}, built earlier from the same content: ingest skipped")
+    elif opts.db:
+        result.notes.append(f"the DuckDB store was kept in {opts.db}")
+    return result
+
+
+def reused(hit: Diagnosis, inputs: Sequence[str | os.PathLike], opts: AnalyzeOptions, note: str) -> Diagnosis:
+    """A diagnosis kept earlier, shown for the command and the paths given now (the same
+    content may have been analysed under another name)."""
+    hit.command = opts.command
+    for rec, given in zip(hit.inputs, inputs):
+        old, new = rec["path"], str(given)
+        if old != new:
+            rec["path"] = new
+            hit.notes = [n.replace(old, new) for n in hit.notes]
+    hit.notes.append(note)
+    return hit
+
+
+def reuse_store(path: str, inputs_id: str | None) -> store.Store:
+    """The store that an earlier analyze --db kept, when it was built from the same content
+    by the same code: ingest is skipped, summary and rules run again on it."""
+    built, meta = store.reopen(path)
+    if meta.get("inputs_sha256") != inputs_id:
+        raise InputError(
+            f"'{path}' already exists and holds the analysis of other inputs; --db reuses a store only "
+            "for the same profile: choose another name or delete it"
+        )
+    if meta.get("code_digest") != analysis_cache.code_digest():
+        raise InputError(f"'{path}' was built by another version of nsight-doctor; delete it to build it again")
+    return built
+
+
+def out_of_memory_message(inputs: Sequence[str | os.PathLike], stage: str, limit: str | None) -> str:
+    names = ", ".join(f"'{p}'" for p in inputs)
+    if limit:
+        now = f"the memory limit of {limit} (--memory-limit)"
+        hint = "raise --memory-limit"
+    else:
+        now = f"the default memory limit of {store.store_config(inputs, Path('.'))['memory_limit']}"
+        hint = "give a larger one with --memory-limit, e.g. --memory-limit 4GB"
+    return f"analysing {names} ran out of memory while {stage}: it needs more than {now}; {hint}"
 
 
 def missing_data_notes(inputs, summ: Summary) -> list[str]:

@@ -44,6 +44,25 @@ TAGS = {
 }
 
 
+# Longest name shown in a title, message or summary line; the store, the JSON evidence and
+# --db keep strings whole (C++ template kernel names reach tens of KB). Prose that a rule
+# composes (sentences: it holds ". " or ends with ".") may be longer.
+DISPLAY_MAX = 200
+PROSE_MAX = 2000
+DISPLAY_TAIL = 40
+
+
+def clip(text: Any, limit: int = DISPLAY_MAX) -> str:
+    """A string shortened for display, keeping its start and its end (where template
+    arguments close): "void f<...long...>(int)" -> "void f<...… 12,345 characters …>(int)"."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    marker = f" … {len(text):,} characters … "
+    head = max(0, limit - DISPLAY_TAIL - len(marker))
+    return text[:head] + marker + text[-DISPLAY_TAIL:]
+
+
 def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
@@ -52,7 +71,9 @@ def scope_rank(scope: str) -> int:
     return list(SCOPES).index(scope)
 
 
-def fmt_ns(ns: float) -> str:
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "n/a"  # unknown (a damaged input's missing value), never a crash in a renderer
     ns = float(ns)
     if abs(ns) >= 1e9:
         return f"{ns / 1e9:.2f} s"
@@ -63,7 +84,9 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
     n = float(n)
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
@@ -195,7 +218,11 @@ class TemplateFormatter(string.Formatter):
             return fmt_bytes(value)
         if spec == "int":
             return f"{round(value):,}"
-        return super().format_field(value, spec)
+        text = super().format_field(value, spec)
+        if not isinstance(value, str):
+            return text
+        prose = ". " in text or text.rstrip().endswith(".")
+        return clip(text, PROSE_MAX if prose else DISPLAY_MAX)
 
 
 def fill(template: str, values: dict[str, Any], escape: Callable[[str], str] | None = None) -> str:

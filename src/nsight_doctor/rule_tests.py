@@ -35,7 +35,7 @@ import yaml
 
 from nsight_doctor import rules as rules_mod
 from nsight_doctor import store
-from nsight_doctor.db import quote
+from nsight_doctor.db import quote, sandbox
 from nsight_doctor.errors import RuleError
 from nsight_doctor.ingest import contract, create_missing
 from nsight_doctor.model import Finding, Rule
@@ -165,6 +165,9 @@ def load_cases(path: Path) -> dict[str, Any]:
 
 def build_case_store(tables: dict[str, Any]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
+    # A case's SQL and the rule's queries come from rule files, which may be someone
+    # else's: they reach this in-memory store and nothing else (no files, no extensions).
+    sandbox(con)
     builder = StoreBuilder(con)
     for table, spec in (tables or {}).items():
         builder.add(table, spec)

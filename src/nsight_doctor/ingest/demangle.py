@@ -31,8 +31,15 @@ def _cxa_demangle():
     return None
 
 
+# Longer names are kept mangled: real ones are far shorter (substitutions compress them),
+# and the C++ runtime's demangler recurses on its input.
+MAX_MANGLED = 16384
+# Template nesting deeper than this is not unwrapped further by short_name().
+MAX_NESTING = 100
+
+
 def demangle(name: str) -> str:
-    if not name.startswith("_Z"):
+    if not name.startswith("_Z") or len(name) > MAX_MANGLED or "\x00" in name:
         return name
     funcs = _cxa_demangle()
     if funcs is None:
@@ -63,7 +70,9 @@ def short_name(demangled: str) -> str:
             break
     s = s[:cut]
     # Drop template arguments, keeping only the outer name.
-    while "<" in s:
+    for _ in range(MAX_NESTING):
+        if "<" not in s:
+            break
         new = re.sub(r"<[^<>]*>", "", s)
         if new == s:
             break

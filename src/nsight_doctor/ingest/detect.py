@@ -11,8 +11,10 @@ Kinds:
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,22 +48,28 @@ def describe(path: Path) -> str:
 
 def detect(path: str | os.PathLike) -> Detected:
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{describe(p)}: no such file or directory")
-    if p.is_dir():
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise InputError(missing_message(p, e)) from None
+    if stat.S_ISDIR(st.st_mode):
         if is_nsys_parquet_dir(p):
             return Detected(p, "nsys-parquet")
         raise InputError(
             f"{describe(p)} is a directory, not a profile; pass a report file or a folder "
             "written by 'nsys export --type parquetdir'"
         )
-    if not os.access(p, os.R_OK):
-        raise InputError(f"{describe(p)}: permission denied")
-    size = p.stat().st_size
-    if size == 0:
+    if not stat.S_ISREG(st.st_mode):
+        # A pipe or a device would block or never end; profiles are files.
+        raise InputError(f"{describe(p)} is not a regular file (a pipe, socket or device); pass a profile file")
+    if st.st_size == 0:
         raise InputError(f"{describe(p)} is empty (0 bytes); the capture or the copy did not finish")
-    with open(p, "rb") as f:
-        head = f.read(100)
+    size = st.st_size
+    try:
+        with open(p, "rb") as f:
+            head = f.read(100)
+    except OSError as e:
+        raise InputError(missing_message(p, e)) from None
     if head.startswith(SQLITE_MAGIC):
         return Detected(p, sqlite_kind(p, head, size))
     if head.startswith(NSYS_MAGIC):
@@ -85,9 +93,32 @@ def detect(path: str | os.PathLike) -> Detected:
     )
 
 
+def missing_message(p: Path, e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return f"{describe(p)} is a symbolic link that loops (it points, in the end, back to itself)"
+    if p.is_symlink():
+        return f"{describe(p)} is a broken symbolic link (to '{os.readlink(p)}', which does not exist)"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"{describe(p)}: permission denied"
+    if e.errno == errno.ENOENT:
+        return f"{describe(p)}: no such file or directory"
+    return f"{describe(p)} cannot be read: {e.strerror or e}"
+
+
 def is_nsys_parquet_dir(p: Path) -> bool:
-    names = {f.name for f in p.glob("*.parquet")}
-    return "StringIds.parquet" in names or any(n.startswith("CUPTI_ACTIVITY_KIND_") for n in names)
+    """Whether a folder is a Parquet export (StringIds.parquet or a CUPTI activity table),
+    from one pass over its names (no file is opened, so a folder of many thousands of
+    files, or one with unreadable entries, is answered at once)."""
+    try:
+        with os.scandir(p) as entries:
+            for e in entries:
+                if e.name == "StringIds.parquet" or (
+                    e.name.startswith("CUPTI_ACTIVITY_KIND_") and e.name.endswith(".parquet")
+                ):
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def sqlite_kind(p: Path, head: bytes, size: int) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from nsight_doctor.db import literal, quote, scalar, table_exists
-from nsight_doctor.errors import InputError
+from nsight_doctor.errors import InputError, ResourceError
 from nsight_doctor.ingest.tables import column_map, contract
 
 NCU_TABLES = (
@@ -68,19 +68,27 @@ def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> None:
     )
 
 
-def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
-    """Reads the report in a child process and appends it to the base tables."""
+def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout: float | None = None) -> dict:
+    """Reads the report in a child process (stopped after timeout seconds, or on Ctrl-C) and
+    appends it to the base tables."""
     create_empty(con)
     if progress:
         progress("reading the Nsight Compute report")
     with tempfile.TemporaryDirectory(prefix="nsight-doctor-ncu-") as tmp:
         out = Path(tmp)
-        run = subprocess.run(
-            [sys.executable, "-m", "nsight_doctor.ingest.ncu_reader", str(path), str(out)],
-            capture_output=True,
-            text=True,
-            errors="replace",
-        )
+        try:
+            run = subprocess.run(
+                [sys.executable, "-m", "nsight_doctor.ingest.ncu_reader", str(path), str(out)],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise ResourceError(
+                f"Nsight Compute's reader did not finish reading '{path}' within {timeout:g} s and was "
+                "stopped; allow longer with --export-timeout SECONDS"
+            ) from None
         if run.returncode != 0:
             lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
             if run.returncode < 0:

@@ -41,6 +41,27 @@ class BadReport(Exception):
     pass
 
 
+# The file-format number after the magic "NVR\0": 2 in every report of Nsight Compute 2023.1
+# to 2025.3 (the corpus and the samples). The version string inside a report is not checked
+# by the reader: a report that names a newer ncu is read like any other.
+KNOWN_FORMATS = {2}
+
+
+def report_format(path: Path) -> int | None:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return int.from_bytes(head[4:8], "little") if len(head) == 8 else None
+
+
+def reader_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ncu-report")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def ncu_version(path: Path) -> str | None:
     """The version of the ncu that wrote the report: only the file's bytes hold it."""
     tail = b""
@@ -94,6 +115,13 @@ def read(path: Path, out: Path) -> None:
     n_ranges = len(ctx)
     actions = [(ri, ai, rng[ai]) for ri, rng in enumerate(ctx) for ai in range(len(rng))]
     if not actions:
+        fmt = report_format(path)
+        if fmt is not None and fmt not in KNOWN_FORMATS:
+            raise BadReport(
+                f"'{path}' is in report format {fmt}, which the installed Nsight Compute reader "
+                f"(ncu_report {reader_version()}) cannot read: it was probably written by a newer "
+                "Nsight Compute; upgrade it (pip install -U ncu-report)"
+            )
         raise BadReport(
             f"'{path}' holds no profiled kernels: it is empty, truncated or corrupt "
             "(Nsight Compute's reader found nothing in it)"

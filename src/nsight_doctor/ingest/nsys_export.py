@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import first_line, literal, quote
+from nsight_doctor.db import first_line, literal, quote, text_expr
 from nsight_doctor.errors import InputError
 from nsight_doctor.ingest.tables import Export, load_tables
 
@@ -49,7 +49,7 @@ def load_sqlite_extension(con: duckdb.DuckDBPyConnection) -> None:
             f"duckdb-extension-sqlite-scanner does not match DuckDB {duckdb.__version__}; "
             f"install duckdb-extension-sqlite-scanner=={duckdb.__version__}"
         )
-    con.execute(f"LOAD '{ext}'")
+    con.execute(f"LOAD {literal(str(ext))}")
 
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, form: str) -> ExportSource:
@@ -85,8 +85,9 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, form: str) -> ExportSourc
 
 def read_meta(con: duckdb.DuckDBPyConnection, src: ExportSource) -> None:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if table in src.tables:
-            rows = con.execute(f"SELECT name, value FROM src.{quote(table)}").fetchall()
+        if {"name", "value"} <= src.tables.get(table, set()):
+            sql = f"SELECT {text_expr('CAST(name AS VARCHAR)')}, {text_expr('CAST(value AS VARCHAR)')}"
+            rows = con.execute(f"{sql} FROM src.{quote(table)}").fetchall()
             src.meta = {str(k): str(v) for k, v in rows}
             break
     src.product_version = src.meta.get("EXPORT_PRODUCT_VERSION")
@@ -94,7 +95,7 @@ def read_meta(con: duckdb.DuckDBPyConnection, src: ExportSource) -> None:
 
 
 def load_base_tables(
-    con: duckdb.DuckDBPyConnection, src: ExportSource, progress: Progress | None = None
+    con: duckdb.DuckDBPyConnection, src: ExportSource, progress: Progress | None = None, notes: list[str] | None = None
 ) -> dict[str, int]:
     """Fills the base tables from the attached export; returns their row counts."""
-    return load_tables(con, src, "nsys_columns.yaml", progress)
+    return load_tables(con, src, "nsys_columns.yaml", progress, notes=notes)

@@ -5,12 +5,21 @@ nsys itself is the only reader of reports, so it runs as a subprocess:
 faster than SQLite: see docs/performance.md), ``--type sqlite`` otherwise.
 
 Order of preference for the export:
-1. an export beside the report (``run.sqlite`` or ``run_pqtdir/``), as ``nsys stats`` reuses
-   it, when it is at least as new as the report and complete;
+1. an export beside the report, when it is at least as new as the report and complete:
+   ``run_pqtdir/`` or ``run.sqlite`` (as ``nsys stats`` reuses it), a compressed
+   ``run.sqlite.xz`` or ``run.sqlite.gz`` (decompressed into the cache folder; the bundled
+   samples ship their exports that way), or ``run.export-nsys<VERSION>.sqlite`` (exports
+   labelled with the nsys that made them, as in the shared corpus; the newest first);
 2. an earlier export of the same report in the cache folder;
 3. a new export, written beside the report when that folder is writable (so that nsys stats
    and the GUI reuse it too), else in the cache folder. It is written under a temporary name
-   and renamed when complete, so an interrupted export never looks complete.
+   and renamed when complete, so an interrupted export never looks complete. An export that
+   runs longer than its timeout (--export-timeout) is stopped with its whole process group,
+   and its partial output removed.
+
+A report that does not end with nsys's end-of-report marker is truncated (every complete
+report does, from the .qdrep files of 2020 to the .nsys-rep files of 2026.1): that is said
+before anything else, rather than blaming the nsys version.
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_doctor.errors import InputError, ReportVersionError, ToolMissingError
+from nsight_doctor.errors import InputError, ReportVersionError, ResourceError, ToolMissingError
 from nsight_doctor.ingest import cache
 from nsight_doctor.ingest.detect import sqlite_tables
 
@@ -42,6 +53,9 @@ NSYS_GLOBS = [
 # What an nsys prints when a report is newer than it can read.
 TOO_NEW_PATTERNS = ("Version not supported", "Version number is invalid", "ProtobufParseException")
 
+# How often the progress line shows the export's elapsed time (seconds).
+PROGRESS_INTERVAL = 1.0
+
 VERSION_RE = re.compile(rb"(20\d\d)\.(\d{1,2})\.(\d+)(?:\.(\d+))?")
 HEADER_RE = re.compile(rb"^NVIDIA Tegra Profiler Report (\d{4})@(\d+)@(\d+)@(\d+)")
 
@@ -57,9 +71,15 @@ class Nsys:
 
 @dataclass(frozen=True)
 class Export:
-    path: Path
+    path: Path  # what is read
     form: str  # "sqlite" or "parquet"
     reused: bool
+    found: Path | None = None  # the file found beside the report, when path is its decompressed copy
+
+    @property
+    def shown(self) -> Path:
+        """The export as the user knows it."""
+        return self.found or self.path
 
 
 def version_tuple(v: str | None) -> tuple[int, ...]:
@@ -107,9 +127,39 @@ def nsys_version(path: str) -> str:
     return m.group(1) if m else "unknown"
 
 
+# Every complete report ends with this marker (then at most some whitespace).
+END_MARKER = b"[END]"
+
+
+def check_complete(report: Path) -> None:
+    """Raises InputError when the report lacks the end-of-report marker: it was cut short
+    (an interrupted copy or download, a capture still being written)."""
+    size = report.stat().st_size
+    with open(report, "rb") as f:
+        f.seek(max(0, size - 64))
+        tail = f.read()
+    if not tail.rstrip(b" \t\r\n\x00").endswith(END_MARKER):
+        raise InputError(
+            f"'{report}' is truncated: it lacks the end-of-report marker that every complete "
+            "Nsight Systems report has; copy it again, or let the capture finish"
+        )
+
+
 def sibling_exports(report: Path) -> list[tuple[Path, str]]:
+    """Exports that may sit beside the report, in order of preference (see the module doc)."""
     stem = report.with_suffix("")
-    return [(stem.with_name(stem.name + "_pqtdir"), "parquet"), (stem.with_suffix(".sqlite"), "sqlite")]
+    out = [
+        (stem.with_name(stem.name + "_pqtdir"), "parquet"),
+        (stem.with_suffix(".sqlite"), "sqlite"),
+        (stem.with_suffix(".sqlite.xz"), "xz"),
+        (stem.with_suffix(".sqlite.gz"), "gzip"),
+    ]
+    labelled = sorted(
+        report.parent.glob(glob.escape(stem.name) + ".export-nsys*.sqlite"),
+        key=lambda p: version_tuple(p.name[len(stem.name) :]),
+        reverse=True,
+    )
+    return out + [(p, "sqlite") for p in labelled]
 
 
 def is_complete_sqlite(p: Path) -> bool:
@@ -141,8 +191,17 @@ def cache_key(report: Path) -> str:
 
 def find_existing_export(report: Path) -> Export | None:
     for p, form in sibling_exports(report):
-        if p.exists() and is_complete(p, form) and fresh(p, report):
-            return Export(p, form, reused=True)
+        if not p.exists() or not fresh(p, report):
+            continue
+        found = None
+        if form in ("xz", "gzip"):
+            try:
+                found, p = p, cache.unpack(p, form, p)
+            except InputError:
+                continue  # a damaged copy is not an export
+            form = "sqlite"
+        if is_complete(p, form):
+            return Export(p, form, reused=True, found=found)
     key = cache_key(report)
     for form, name in (("parquet", f"{key}_pqtdir"), ("sqlite", f"{key}.sqlite")):
         p = cache.exports_dir() / name
@@ -151,8 +210,11 @@ def find_existing_export(report: Path) -> Export | None:
     return None
 
 
-def export_report(report: Path, nsys_path: str | None = None, progress=None) -> tuple[Export, Nsys | None]:
-    """Returns a complete export of the report, running nsys only when needed."""
+def export_report(
+    report: Path, nsys_path: str | None = None, progress=None, timeout: float | None = None
+) -> tuple[Export, Nsys | None]:
+    """Returns a complete export of the report, running nsys only when needed (for at most
+    timeout seconds; None waits as long as it takes)."""
     existing = find_existing_export(report)
     if existing:
         return existing, None
@@ -181,25 +243,71 @@ def export_report(report: Path, nsys_path: str | None = None, progress=None) -> 
         out = tmpdir / ("export" + suffix)
         kind = "parquetdir" if form == "parquet" else "sqlite"
         cmd = [nsys.path, "export", "--type", kind, "--force-overwrite", "true", "--output", str(out), str(report)]
-        if progress:
-            progress(f"nsys export --type {kind}")
-        try:
-            run = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
-        except OSError as e:
-            raise ToolMissingError(f"nsys at '{nsys.path}' does not run: {e}") from None
-        text = run.stdout + "\n" + run.stderr
-        if run.returncode != 0 or not is_complete(out, form):
+        returncode, text = run_export(cmd, tmpdir, timeout, progress, f"nsys export --type {kind}", report, nsys)
+        if returncode != 0 or not is_complete(out, form):
             if any(p in text for p in TOO_NEW_PATTERNS):
                 raise ReportVersionError(too_new_message(report, rep_version, nsys))
             last = [ln.strip() for ln in text.splitlines() if ln.strip()]
             raise InputError(
-                f"nsys {nsys.version} could not export '{report}' (exit {run.returncode}): "
-                f"{last[-1] if last else 'no message'}"
+                f"nsys {nsys.version} could not export '{report}' (exit {returncode}): "
+                f"{last[-1][-300:] if last else 'no message'}"
             )
         os.replace(out, final)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return Export(final, form, reused=False), nsys
+
+
+def run_export(
+    cmd: list[str], folder: Path, timeout: float | None, progress, step: str, report: Path, nsys: Nsys
+) -> tuple[int, str]:
+    """Runs nsys in its own process group, showing the elapsed time on the progress line;
+    returns (exit code, output). Past the timeout, or on Ctrl-C, the whole group (nsys
+    starts helper processes) is killed before the error propagates."""
+    log = folder / "nsys-output.txt"
+    with open(log, "w+b") as out:
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as e:
+            raise ToolMissingError(f"nsys at '{nsys.path}' does not run: {e}") from None
+        start = time.monotonic()
+        try:
+            while True:
+                elapsed = time.monotonic() - start
+                if progress:
+                    progress(f"{step} ({elapsed:.0f} s)" if elapsed >= 1 else step)
+                wait = PROGRESS_INTERVAL if timeout is None else min(PROGRESS_INTERVAL, max(0.0, timeout - elapsed))
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    if timeout is not None and time.monotonic() - start >= timeout:
+                        kill_group(proc)
+                        raise ResourceError(
+                            f"nsys {nsys.version} did not finish exporting '{report}' within {timeout:g} s "
+                            "and was stopped; allow longer with --export-timeout SECONDS, or export it "
+                            f"yourself (nsys export --type sqlite {report.name}) and pass the .sqlite"
+                        ) from None
+        except BaseException:
+            kill_group(proc)
+            raise
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    return proc.returncode, text
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kills a process started with start_new_session=True and everything it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def can_write_beside(report: Path) -> bool:

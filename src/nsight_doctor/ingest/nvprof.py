@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import scalar
+from nsight_doctor.db import scalar, text_expr
 from nsight_doctor.ingest import nsys_export
 from nsight_doctor.ingest.demangle import demangle, short_name
 from nsight_doctor.ingest.tables import contract, load_tables
@@ -32,12 +32,17 @@ DRIVER_NAME_BASE = 2_000_000_000
 
 def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> dict:
     src = nsys_export.attach(con, path, "sqlite")
-    version = scalar(con, "SELECT max(version) FROM src.Version") if "Version" in src.tables else None
-    present = [t for t in ACTIVITY if t in src.tables]
+    version = (
+        scalar(con, "SELECT max(TRY_CAST(version AS BIGINT)) FROM src.Version")
+        if "version" in src.tables.get("Version", ())
+        else None
+    )
+    # Activity tables with both times (a damaged file may lack a column).
+    present = [t for t in ACTIVITY if {"start", "end"} <= src.tables.get(t, set())]
     t0 = (
         scalar(
             con,
-            " UNION ALL ".join(f'SELECT min(start) AS s FROM src."{t}"' for t in present).join(
+            " UNION ALL ".join(f'SELECT min(TRY_CAST(start AS BIGINT)) AS s FROM src."{t}"' for t in present).join(
                 ["SELECT coalesce(min(s), 0) FROM (", ")"]
             ),
         )
@@ -47,7 +52,7 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
     t_end = (
         scalar(
             con,
-            " UNION ALL ".join(f'SELECT max("end") AS e FROM src."{t}"' for t in present).join(
+            " UNION ALL ".join(f'SELECT max(TRY_CAST("end" AS BIGINT)) AS e FROM src."{t}"' for t in present).join(
                 ["SELECT max(e) FROM (", ")"]
             ),
         )
@@ -56,12 +61,13 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
     )
     pid = 0
     for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
-        if t in src.tables:
-            pid = scalar(con, f'SELECT coalesce(mode(processId), 0) FROM src."{t}"') or pid
+        if "processId" in src.tables.get(t, ()):
+            pid = scalar(con, f'SELECT coalesce(mode(TRY_CAST(processId AS BIGINT)), 0) FROM src."{t}"') or pid
             if pid:
                 break
     params = {"t0": int(t0 or 0), "pid": int(pid), "runtime_names": RUNTIME_NAME_BASE, "driver_names": DRIVER_NAME_BASE}
-    counts = load_tables(con, src, MAP, progress, params)
+    notes: list[str] = []
+    counts = load_tables(con, src, MAP, progress, params, notes)
     add_api_names(con)
     demangle_kernel_names(con)
     # nvprof has no capture or process table: the contract's tables, filled here.
@@ -69,15 +75,17 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
         con.execute(contract()[base].ddl())
     con.execute("INSERT INTO base_capture (duration) VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))])
     process_name = None
-    if "CUPTI_ACTIVITY_KIND_NAME" in src.tables:
+    if {"name", "objectKind"} <= src.tables.get("CUPTI_ACTIVITY_KIND_NAME", set()) and {
+        "_id_",
+        "value",
+    } <= src.tables.get("StringTable", set()):
         process_name = scalar(
             con,
-            """SELECT s.value FROM src.CUPTI_ACTIVITY_KIND_NAME n
+            f"""SELECT {text_expr("s.value")} FROM src.CUPTI_ACTIVITY_KIND_NAME n
             JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""",
         )
     if t_end is not None:
         con.execute("INSERT INTO base_processes (pid, name) VALUES (?, ?)", [int(pid), process_name])
-    notes = []
     for table, what in (
         ("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
         ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),

@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from nsight_doctor.db import first_line, quote, scalar, table_exists
+from nsight_doctor.db import first_line, quote, scalar, table_exists, text_expr
 from nsight_doctor.errors import InputError
 
 
@@ -33,6 +33,7 @@ class Table:
     name: str
     doc: str
     columns: tuple[Column, ...]
+    required: tuple[str, ...] = ()  # rows with NULL here are dropped at ingest
 
     @property
     def column_names(self) -> list[str]:
@@ -53,7 +54,7 @@ def contract() -> dict[str, Table]:
     out = {}
     for name, spec in read_yaml("base_tables.yaml").items():
         cols = tuple(Column(c, s["type"], s["doc"]) for c, s in spec["columns"].items())
-        out[name] = Table(name, spec["doc"], cols)
+        out[name] = Table(name, spec["doc"], cols, tuple(spec.get("required", ())))
     return out
 
 
@@ -110,7 +111,11 @@ def column_expr(
         expr = None
         if "column" in item and item["column"] in present:
             expr = quote(item["column"])
-        elif "expr" in item and set(item.get("needs", [])) <= present:
+        elif (
+            "expr" in item
+            and set(item.get("needs", [])) <= present
+            and set(item.get("tables", [])) <= src.tables.keys()
+        ):
             expr = item["expr"].format(**params)
         if expr is not None:
             return decode_expr(expr, decoders[spec["decode"]]) if "decode" in spec else expr
@@ -128,14 +133,20 @@ def source_select(table: Table, source: dict, src: Export, decoders: dict, param
     if "sql" in source:
         return source["sql"].format(**params)
     present = src.tables[source["table"]]
-    exprs = [
-        f"CAST({column_expr(table.name, c.name, source['columns'][c.name], present, src, decoders, params)} "
-        f"AS {c.type}) AS {quote(c.name)}"
+    raw = [
+        column_expr(table.name, c.name, source["columns"][c.name], present, src, decoders, params)
+        + f" AS {quote(c.name)}"
         for c in table.columns
     ]
     alias = f" AS {source['alias']}" if "alias" in source else ""
     where = f" WHERE {source['where']}" if "where" in source else ""
-    return f"SELECT {', '.join(exprs)} FROM src.{quote(source['table'])}{alias}{where}"
+    # Text comes from the profiled program and may hold any bytes: made valid UTF-8 over the
+    # raw columns (text_expr cannot wrap expressions with subqueries).
+    typed = [
+        f"CAST({text_expr(quote(c.name)) if c.type == 'VARCHAR' else quote(c.name)} AS {c.type}) AS {quote(c.name)}"
+        for c in table.columns
+    ]
+    return f"SELECT {', '.join(typed)} FROM (SELECT {', '.join(raw)} FROM src.{quote(source['table'])}{alias}{where})"
 
 
 def available(source: dict, src: Export) -> bool:
@@ -162,10 +173,12 @@ def load_tables(
     map_name: str,
     progress: Callable[[str], None] | None = None,
     params: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, int]:
     """Creates every base table that the column map fills; returns their row counts.
 
-    params fill {placeholders} in expressions and SQL (the nvprof map's time origin)."""
+    params fill {placeholders} in expressions and SQL (the nvprof map's time origin). Rows
+    that lack a table's required columns are dropped, with a line in notes."""
     cmap = column_map(map_name)
     decoders = cmap.get("decoders", {})
     counts = {}
@@ -181,8 +194,24 @@ def load_tables(
                 f"'{src.path}' could not be read ({name}: {first_line(e)}); the file may be truncated or corrupt"
             ) from None
         check_shape(con, table)
+        if table.required:
+            dropped = drop_incomplete(con, table)
+            if dropped and notes is not None:
+                what = name.removeprefix("base_").replace("_", " ")
+                fields = ", ".join(table.required[:-1]) + " or " + table.required[-1]
+                rows = "row" if dropped == 1 else "rows"
+                notes.append(f"{what}: left out {dropped:,} {rows} without {fields} (a damaged file?)")
         counts[name] = scalar(con, f"SELECT count(*) FROM {name}")
     return counts
+
+
+def drop_incomplete(con: duckdb.DuckDBPyConnection, table: Table) -> int:
+    """Deletes the rows of a base table that lack a required column; returns how many."""
+    where = " OR ".join(f"{quote(c)} IS NULL" for c in table.required)
+    n = scalar(con, f"SELECT count(*) FROM {table.name} WHERE {where}") or 0
+    if n:
+        con.execute(f"DELETE FROM {table.name} WHERE {where}")
+    return int(n)
 
 
 def check_shape(con: duckdb.DuckDBPyConnection, table: Table) -> None:

@@ -90,11 +90,14 @@ def steady_rows(s: Summary) -> Rows:
             f", {count(st.steps)} steps of median {fmt_ns(st.step_ns_median or 0)} (p90 {fmt_ns(st.step_ns_p90 or 0)})"
         )
     gpus = f" on {st.gpus} GPUs" if st.gpus > 1 else ""
+    # Name every kind of steady work it holds (a generate() call is one prefill, then decode).
+    kinds = list(dict.fromkeys(p.name for p in s.phases if p.steady))
+    kind = " + ".join(kinds) if len(kinds) > 1 else st.kind
     rows.append(
         (
             "Steady state",
             (
-                f"{st.kind}{steps}; {fmt_ns(st.window_ns)}{gpus} ({pct(st.share_pct)} of the activity window), "
+                f"{kind}{steps}; {fmt_ns(st.window_ns)}{gpus} ({pct(st.share_pct)} of the activity window), "
                 f"GPU busy {pct(st.busy_pct)}"
             ),
         )
@@ -148,12 +151,23 @@ def gpu_rows(s: Summary) -> Rows:
         ):
             if ns:
                 parts.append(f"{label} {fmt_ns(ns)}")
-        rows.append((f"GPU {g.device_id} {g.name or ''}".strip(), ", ".join(parts)))
+        rows.append((clip(f"GPU {g.device_id} {g.name or ''}".strip()), ", ".join(parts)))
     if dormant:
         ids = ", ".join(str(g.device_id) for g in dormant)
         names = ", ".join(sorted({g.name or "?" for g in dormant}))
         rows.append((f"GPU{'s' if len(dormant) > 1 else ''} {ids}", f"{names}: no GPU work"))
     return rows
+
+
+NAME_SHOWN = 64
+
+
+def clip(name: str, limit: int = NAME_SHOWN) -> str:
+    """A long kernel name shortened in its middle for a summary row (JSON keeps it whole)."""
+    if len(name) <= limit:
+        return name
+    tail = limit // 3
+    return f"{name[: limit - tail - 1]}…{name[-tail:]}"
 
 
 def kernel_rows(s: Summary) -> Rows:
@@ -174,7 +188,10 @@ def kernel_rows(s: Summary) -> Rows:
         rows.append(("CUDA graph launches", f"{count(k.graph_launch_count)}, {fmt_ns(k.graph_ns)}"))
     rows += labelled(
         "Top kernels",
-        [f"{pct(t.share_pct)}  {t.name}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})" for t in s.top_kernels[:5]],
+        [
+            f"{pct(t.share_pct)}  {clip(t.name or '?')}  ({count(t.count)}x, mean {fmt_ns(t.mean_ns)})"
+            for t in s.top_kernels[:5]
+        ],
     )
     return rows
 
@@ -199,7 +216,7 @@ def blocking_rows(s: Summary) -> Rows:
     sy = s.sync
     if not sy.blocking_count:
         return []
-    apis = ", ".join(f"{r.name} {count(r.count)}x" for r in sy.by_api[:3])
+    apis = ", ".join(f"{clip(r.name or '?')} {count(r.count)}x" for r in sy.by_api[:3])
     if len(sy.by_api) > 3:
         rest = sum(r.count for r in sy.by_api[3:])
         apis += f", {count(rest)} in {len(sy.by_api) - 3} other APIs"
@@ -229,11 +246,11 @@ def idle_rows(s: Summary) -> Rows:
     hist = ", ".join(f"{h.bucket} {count(h.count)}" for h in idle.histogram if h.count)
     rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"), ("", f"by length: {hist}")]
     gaps = []
-    for g in idle.largest:
-        calls = ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call"
+    for g in idle.largest:  # as many as --gaps asked for
+        calls = ", ".join(clip(c.name or "?") for c in g.api_calls[:3]) or "no CUDA call"
         gaps.append(
             f"{fmt_ns(g.duration)} on GPU {g.device_id} at {fmt_ns(g.start)} ({g.cause}; "
-            f"CPU in: {calls}; then {g.next_op or '?'})"
+            f"CPU in: {calls}; then {clip(g.next_op or '?')})"
         )
     return rows + labelled("Largest gaps", gaps)
 
@@ -248,11 +265,11 @@ def nvtx_rows(s: Summary) -> Rows:
 def nvtx_line(n: Nvtx) -> str:
     if n.processes > 1:
         return (
-            f"{n.text or '(unnamed)'} x{count(n.count)} in {n.processes} processes: CPU "
+            f"{clip(n.text or '(unnamed)')} x{count(n.count)} in {n.processes} processes: CPU "
             f"{fmt_ns(n.cpu_ns_per_process or 0)} per process, GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
         )
     return (
-        f"{n.text or '(unnamed)'} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
+        f"{clip(n.text or '(unnamed)')} x{count(n.count)}: CPU {fmt_ns(n.cpu_ns or 0)}, "
         f"GPU {fmt_ns(n.gpu_ns or 0)} in {count(n.gpu_ops)} ops"
     )
 
@@ -314,9 +331,9 @@ def ncu_rows(s: Summary) -> Rows:
     return rows + labelled(
         "Profiled kernels",
         [
-            f"{pct(g.share_pct)} {g.launch}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
+            f"{pct(g.share_pct)} {clip(g.launch or '?')}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
             f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
-            + (f", top stall {g.top_stall}" if g.top_stall else "")
+            + (f", top stall {clip(g.top_stall)}" if g.top_stall else "")
             for g in n.groups[:6]
         ],
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nsight_doctor.model import Diagnosis, fmt_bytes, fmt_ns
+from nsight_doctor.model import Diagnosis, clip, fmt_bytes, fmt_ns
 from nsight_doctor.render.common import impact_text, input_line, summary_rows
+from nsight_doctor.render.text import ANSI_RE
 
 # Characters that start emphasis, code, links, HTML, tables or strikethrough anywhere in a
 # line; the characters that matter only at the start of a line are handled separately.
@@ -19,10 +20,12 @@ MD_LINE_START = re.compile(r"^(\s*)([#+\-](?=\s|$)|>|=+\s*$|\d{1,9}[.)](?=\s|$))
 
 
 def escape(text: Any) -> str:
-    """Makes an untrusted string inert in Markdown and HTML: drops control characters,
+    """Makes an untrusted string inert in Markdown and HTML: drops escape sequences and
+    control characters,
     backslash-escapes the inline markup characters, entity-encodes &, < and >, and escapes a
     leading block marker."""
-    s = "".join(ch if ch.isprintable() else " " if ch in "\r\n\t" else "?" for ch in str(text))
+    s = ANSI_RE.sub("", str(text))  # terminal escape sequences go whole, as in the text report
+    s = "".join(ch if ch.isprintable() else " " if ch in "\r\n\t" else "?" for ch in s)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = MD_INLINE.sub(r"\\\1", s)
 
@@ -132,6 +135,9 @@ def evidence_block(evidence: dict[str, Any]) -> list[str]:
     return out
 
 
+PROSE_SHOWN = 1000
+
+
 def show(key: str, v: Any) -> str:
     """Evidence values with units where the column name says what they are."""
     if v is None:
@@ -148,4 +154,6 @@ def show(key: str, v: Any) -> str:
         if isinstance(v, float):
             return f"{v:,.2f}"
         return f"{v:,}"
-    return str(v)
+    if key.startswith("advice") or key.endswith("_text"):
+        return clip(str(v), PROSE_SHOWN)  # the rule's own sentences, which may quote a name
+    return clip(str(v))  # whole in the JSON output and the store

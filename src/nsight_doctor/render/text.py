@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
-from nsight_doctor.model import Diagnosis, Finding
+from nsight_doctor.model import Diagnosis, Finding, fmt_ns
 from nsight_doctor.render.common import impact_text, input_line, summary_rows
 
 WIDTH = 100
@@ -19,7 +20,7 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
         out.append(f"  {sanitize(input_line(inp))}")
     out.append("")
     out.append(bold("Summary"))
-    rows = summary_rows(d)
+    rows = [(sanitize(label), value) for label, value in summary_rows(d)]  # labels hold GPU names
     width = max((len(label) for label, _ in rows), default=0)
     for label, value in rows:
         out.extend(wrap(sanitize(value), f"  {label.ljust(width)}  ", " " * (width + 4)))
@@ -31,13 +32,13 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
         out.append(bold("Findings about the steady state, ranked by the time a fix would recover"))
     else:
         out.append(bold("No findings about the steady state."))
-    for i, f in enumerate(work, 1):
-        out.extend(finding_lines(d, f, i))
+    for i, (f, same) in enumerate(fold_per_gpu(work), 1):
+        out.extend(finding_lines(d, f, i, same))
     if onetime:
         out.append("")
         out.append(bold("Start-up and warm-up (one-time)"))
-        for i, f in enumerate(onetime, len(work) + 1):
-            out.extend(finding_lines(d, f, i))
+        for i, (f, same) in enumerate(fold_per_gpu(onetime), len(work) + 1):
+            out.extend(finding_lines(d, f, i, same))
     if notes:
         out.append("")
         out.append(bold("Profile notes"))
@@ -46,21 +47,51 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
             out.extend(wrap(sanitize(f.recommendation), "    -> ", "       "))
     if d.skipped and verbose:
         out.append("")
-        out.append("Rules not applicable: " + ", ".join(f"{s.rule_id} ({s.reason})" for s in d.skipped))
+        out.append(sanitize("Rules not applicable: " + ", ".join(f"{s.rule_id} ({s.reason})" for s in d.skipped)))
     if d.notes and verbose:
         out.append("")
         out.extend(f"note: {sanitize(n)}" for n in d.notes)
     return "\n".join(out) + "\n"
 
 
-def finding_lines(d: Diagnosis, f: Finding, i: int) -> list[str]:
-    return [
+FOLD_AT = 3  # findings of one rule on this many GPUs or more print once, the others as one line
+
+
+def fold_per_gpu(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """Each finding with the same rule's findings on other GPUs folded under the first (the
+    largest), when the rule fired on FOLD_AT GPUs or more: a 4- or 8-GPU run otherwise prints
+    the same paragraph once per GPU. The JSON and Markdown outputs keep every finding."""
+    per_rule: dict[str, int] = {}
+    for f in findings:
+        if "device_id" in f.evidence:
+            per_rule[f.rule_id] = per_rule.get(f.rule_id, 0) + 1
+    out: list[tuple[Finding, list[Finding]]] = []
+    heads: dict[str, list[Finding]] = {}
+    for f in findings:
+        if per_rule.get(f.rule_id, 0) >= FOLD_AT and "device_id" in f.evidence:
+            if f.rule_id in heads:
+                heads[f.rule_id].append(f)
+                continue
+            heads[f.rule_id] = []
+            out.append((f, heads[f.rule_id]))
+        else:
+            out.append((f, []))
+    return out
+
+
+def finding_lines(d: Diagnosis, f: Finding, i: int, same: list[Finding] | None = None) -> list[str]:
+    lines = [
         "",
         *wrap(sanitize(f"{i}. [{f.severity}] {f.title}"), "", "   "),
         f"   {impact_text(f, d)}; rule {f.rule_id}",
         *wrap(sanitize(f.message), "   ", "   "),
         *wrap(sanitize(f.recommendation), "   -> ", "      "),
     ]
+    if same:
+        gpus = [(g.evidence["device_id"], g.impact_ns) for g in same]
+        others = ", ".join(f"GPU {dev} ({fmt_ns(ns)})" if ns else f"GPU {dev}" for dev, ns in gpus)
+        lines.extend(wrap(f"The same on {others}; --format json or markdown gives each in full.", "   ", "   "))
+    return lines
 
 
 def wrap(text: str, first: str, rest: str) -> list[str]:
@@ -69,7 +100,18 @@ def wrap(text: str, first: str, rest: str) -> list[str]:
     ) or [first.rstrip()]
 
 
+# Terminal escape sequences: CSI (colours, cursor moves), OSC (window titles, hyperlinks),
+# DCS/PM/APC/SOS strings, and two-character escapes; the 8-bit C1 forms of CSI and OSC too.
+ANSI_RE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]P^_X]|[\x9d\x90\x9e\x9f\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"
+)
+
+
 def sanitize(text: str) -> str:
-    """Drops control characters (escape sequences in kernel names or NVTX text could drive
-    the terminal)."""
+    """Removes terminal escape sequences and replaces other control characters with '?':
+    kernel names, NVTX text, file names and messages quoted from files are untrusted, and
+    could otherwise recolour, retitle or rewrite the user's terminal."""
+    text = ANSI_RE.sub("", text)
     return "".join(ch if ch.isprintable() or ch == "\n" else "?" for ch in text)

@@ -12,6 +12,7 @@ temporary name and renamed when complete, then reopened read-only for the rules.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,14 +23,15 @@ from dataclasses import asdict
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import yaml
 
 from nsight_doctor import __version__
-from nsight_doctor.db import quiet
+from nsight_doctor.db import first_line, one, quiet, quote, sandbox, table_exists
 from nsight_doctor.errors import DoctorError, InputError
-from nsight_doctor.ingest import InputInfo, create_missing, load
+from nsight_doctor.ingest import InputInfo, finish, load
 from nsight_doctor.store import taxonomy
 
 CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
@@ -110,17 +112,26 @@ class Store:
         self.path = path
         self.inputs = inputs
         self.temporary = temporary
-        self.config = {k: v for k, v in (config or {}).items() if k == "memory_limit"}
+        self.config = {
+            k: v for k, v in (config or {}).items() if k in ("memory_limit", "threads", "asof_loop_join_threshold")
+        }
+        self.spill: Path | None = None
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect(str(self.path), read_only=True, config=self.config)
+        # Queries that outgrow the memory limit spill to a private folder (DuckDB's default,
+        # <store>.tmp, would put it beside a --db file), removed by close().
+        if self.spill is None:
+            self.spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
+        con = duckdb.connect(str(self.path), read_only=True, config={**self.config, "temp_directory": str(self.spill)})
         quiet(con)
         # Rules are data from users: they may read the store, nothing else.
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
+        sandbox(con)
         return con
 
     def close(self) -> None:
+        if self.spill is not None:
+            shutil.rmtree(self.spill, ignore_errors=True)
+            self.spill = None
         if self.temporary:
             remove_db(self.path, with_folder=True)
 
@@ -130,8 +141,15 @@ def build(
     db: str | os.PathLike | None = None,
     nsys_path: str | None = None,
     progress: Callable[[str], None] | None = None,
+    meta: dict[str, str] | None = None,
+    memory_limit: str | None = None,
+    export_timeout: float | None = None,
 ) -> Store:
-    """Ingests the inputs into a new DuckDB file and creates the views."""
+    """Ingests the inputs into a new DuckDB file and creates the views.
+
+    ``meta`` adds columns to the nsight_doctor_meta table (what the store was built from, for
+    reopen()); memory_limit is DuckDB's (e.g. "2GB"; default: store_config's estimate);
+    export_timeout bounds each nsys export, in seconds (None: no bound)."""
     if db is not None:
         final = Path(db)
         if final.exists():
@@ -147,20 +165,24 @@ def build(
     infos: list[InputInfo] = []
     spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
     try:
-        config = store_config(inputs, spill)
+        config = store_config(inputs, spill, memory_limit)
         con = duckdb.connect(str(tmp), config=config)
         quiet(con)
         try:
             for path in inputs:
-                infos.append(load(con, path, nsys_path=nsys_path, progress=progress))
-            create_missing(con)
+                infos.append(load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout))
+            finish(con)
             if progress:
                 progress("views")
             create_views(con)
             con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
             for info in infos:
                 con.execute("INSERT INTO nsight_doctor_inputs VALUES (?)", [json.dumps(asdict(info))])
-            con.execute("CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version", [__version__])
+            extra = dict(meta or {})
+            cols = "".join(f", ? AS {quote(k)}" for k in extra)
+            con.execute(
+                f"CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version{cols}", [__version__, *extra.values()]
+            )
         finally:
             con.close()
         if tmp != final:
@@ -173,32 +195,83 @@ def build(
     return Store(final, infos, temporary, config)
 
 
+def reopen(path: str | os.PathLike) -> tuple[Store, dict[str, Any]]:
+    """A store kept by an earlier build (analyze --db), with its nsight_doctor_meta row; the
+    caller decides whether it fits (reopen never modifies it)."""
+    p = Path(path)
+    try:
+        con = duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as e:
+        raise InputError(f"'{p}' is not a DuckDB database nsight-doctor can open ({first_line(e)})") from None
+    try:
+        if not (table_exists(con, "nsight_doctor_meta") and table_exists(con, "nsight_doctor_inputs")):
+            raise InputError(f"'{p}' already exists and is not a store kept by nsight-doctor analyze --db")
+        meta = one(con, "SELECT * FROM nsight_doctor_meta")
+        infos = [InputInfo(**json.loads(r[0])) for r in con.execute("SELECT info FROM nsight_doctor_inputs").fetchall()]
+    finally:
+        con.close()
+    return Store(p, infos, temporary=False), meta
+
+
 def remove_db(path: Path, with_folder: bool) -> None:
-    """Deletes a DuckDB file and its write-ahead log (and its private temporary folder)."""
+    """Deletes a DuckDB file, its write-ahead log and its spill folder (and the private
+    temporary folder it was made in)."""
     for p in (path, Path(str(path) + ".wal")):
         p.unlink(missing_ok=True)
+    shutil.rmtree(Path(str(path) + ".tmp"), ignore_errors=True)
     if with_folder:
-        try:
-            path.parent.rmdir()
-        except OSError:
-            pass
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
+    """The inputs' size on disk (a folder's files, one level deep); what cannot be read
+    counts as nothing here, and is reported when it is read."""
     total = 0
     for p in map(Path, paths):
-        if p.is_dir():
-            total += sum(f.stat().st_size for f in p.glob("*") if f.is_file())
-        elif p.exists():
-            total += p.stat().st_size
+        try:
+            if p.is_dir():
+                for f in p.glob("*"):
+                    with contextlib.suppress(OSError):
+                        total += f.stat().st_size if f.is_file() else 0
+            elif p.exists():
+                total += p.stat().st_size
+        except OSError:
+            pass
     return total
 
 
-def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path) -> dict:
-    """DuckDB settings for building: memory capped near the input's size, spilling to disk.
+# DuckDB's memory per thread that the default limit allows at least: each thread keeps its own
+# buffers for sorts and joins, and a 16-core host ran out of memory at 512 MB where 2 cores did not.
+MB_PER_THREAD = 256
+
+
+def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_limit: str | None = None) -> dict:
+    """DuckDB settings for building: memory capped near the input's size (or at
+    memory_limit), spilling to disk.
 
     Large profiles must not need more memory than about twice their export's size; DuckDB
-    stays within the limit by spilling sorts and joins to the store's folder.
+    stays within the limit by spilling sorts and joins to the store's folder. The default
+    limit is at least 512 MB and MB_PER_THREAD per DuckDB thread, at most 80% of the
+    machine's memory (DuckDB's own default).
     """
-    limit_mb = max(512, int(0.8 * input_bytes(paths) / (1 << 20)))
-    return {"memory_limit": f"{limit_mb}MB", "temp_directory": str(spill_dir)}
+    # ASOF joins always as ASOF joins: below this estimated number of left rows DuckDB rewrites
+    # them as a loop that re-reads the right side per row, and a wrong estimate (a filtered
+    # CTE) made one rule take minutes on 2 M kernels.
+    config: dict = {"temp_directory": str(spill_dir), "asof_loop_join_threshold": 0}
+    # DuckDB's threads: all cores by default; ingest's worker processes share them out.
+    threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        config["threads"] = int(threads)
+    if memory_limit is None:
+        n = config.get("threads") or os.cpu_count() or 1
+        mb = max(512, MB_PER_THREAD * n, int(0.8 * input_bytes(paths) / (1 << 20)))
+        memory_limit = f"{min(mb, max(512, int(0.8 * physical_mb())))}MB"
+    config["memory_limit"] = memory_limit
+    return config
+
+
+def physical_mb() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        return 1 << 20  # unknown: no cap

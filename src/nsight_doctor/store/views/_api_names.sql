@@ -2,10 +2,13 @@
 -- One-time categories (module, graph_build, setup, host_alloc) are work a program does once,
 -- at start-up or on a first call, not every step.
 CREATE TABLE api_names_t AS
-WITH a AS (
-    SELECT DISTINCT c.name_id, s.value AS raw_name,
+-- The distinct ids are taken before their strings are joined: names can be long.
+WITH ids AS (
+    SELECT DISTINCT name_id FROM base_api_calls
+), a AS (
+    SELECT i.name_id, s.value AS raw_name,
            regexp_replace(s.value, '(_ptsz|_ptds)?(_v[0-9]+)?$', '') AS name
-    FROM base_api_calls c LEFT JOIN base_strings s ON s.id = c.name_id
+    FROM ids i LEFT JOIN base_strings s ON s.id = i.name_id
 ), b AS (
     SELECT *,
         CASE

@@ -73,15 +73,44 @@ WITH b AS (
     FROM l ASOF LEFT JOIN bc c ON c.pid = l.pid AND c.device_id = l.device_id AND l.mid >= c."end"
 ), long_gaps AS (
     SELECT device_id, start, "end", duration, pid FROM k WHERE duration >= 100000
+), other_calls AS (
+    -- The CUDA calls that may fill a gap: launches and the calls that blocked are counted
+    -- elsewhere.
+    SELECT c.pid, c.name_id, c.start, c."end"
+    FROM base_api_calls c JOIN api_names_t n ON n.name_id = c.name_id
+    LEFT JOIN blocking_calls x ON x.pid = c.pid AND x.tid = c.tid AND x.start = c.start
+    WHERE n.category NOT IN ('launch', 'graph_launch', 'sync') AND x.start IS NULL
+), edges AS (
+    -- The CPU time of each process in each CUDA call name, as a running integral, so that
+    -- the time inside any gap is a difference of two ASOF lookups. (An interval join of gaps
+    -- with calls on pid = pid compares every gap with every call of the process: 17 s instead
+    -- of 0.2 s for 500 k kernels.) d: the change in the number of such calls running at t.
+    SELECT pid, name_id, t, sum(d) AS d
+    FROM (SELECT pid, name_id, start AS t, 1 AS d FROM other_calls
+          UNION ALL
+          SELECT pid, name_id, "end" AS t, -1 AS d FROM other_calls)
+    GROUP BY ALL
+), running AS (
+    SELECT pid, name_id, t, sum(d) OVER w AS active, lead(t) OVER w - t AS span
+    FROM edges WINDOW w AS (PARTITION BY pid, name_id ORDER BY t)
+), integral AS (
+    -- busy: CPU time in these calls from the first one up to t (several threads add up).
+    SELECT pid, name_id, t, active,
+           coalesce(sum(active * span) OVER (PARTITION BY pid, name_id ORDER BY t
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS busy
+    FROM running
+), gap_kinds AS (
+    SELECT g.device_id, g.start, g."end", g.pid, n.name_id
+    FROM long_gaps g JOIN (SELECT DISTINCT pid, name_id FROM edges) n ON n.pid = g.pid
+), at_start AS (
+    SELECT k.*, i.busy + i.active * (k.start - i.t) AS busy_start
+    FROM gap_kinds k ASOF LEFT JOIN integral i ON i.pid = k.pid AND i.name_id = k.name_id AND k.start >= i.t
 ), cpu AS (
-    -- What the CPU was doing during each long gap, by kind of CUDA call (launches and the
-    -- calls that blocked are counted elsewhere).
-    SELECT g.device_id, g.start, a.name, a.category, a.one_time,
-           least(a."end", g."end") - greatest(a.start, g.start) AS overlap
-    FROM long_gaps g
-    JOIN api_calls a ON a.pid = g.pid AND a.start < g."end" AND a."end" > g.start
-    LEFT JOIN blocking_calls x ON x.pid = a.pid AND x.tid = a.tid AND x.start = a.start
-    WHERE a.category NOT IN ('launch', 'graph_launch', 'sync') AND x.start IS NULL
+    -- What the CPU of the gap's process was doing during each long gap, by CUDA call.
+    SELECT s.device_id, s.start, n.name, n.category, coalesce(n.one_time, false) AS one_time,
+           i.busy + i.active * (s."end" - i.t) - coalesce(s.busy_start, 0) AS overlap
+    FROM at_start s ASOF JOIN integral i ON i.pid = s.pid AND i.name_id = s.name_id AND s."end" >= i.t
+    JOIN api_names_t n ON n.name_id = s.name_id
 ), a AS (
     SELECT device_id, start,
            coalesce(sum(overlap) FILTER (WHERE one_time), 0) AS one_time_ns,
@@ -89,7 +118,7 @@ WITH b AS (
            coalesce(sum(overlap) FILTER (WHERE category IN ('memcpy', 'memset')), 0) AS copy_ns,
            coalesce(sum(overlap) FILTER (WHERE category = 'other'), 0) AS other_api_ns,
            arg_max(name, overlap) AS top_api
-    FROM cpu GROUP BY ALL
+    FROM cpu WHERE overlap > 0 GROUP BY ALL
 ), c AS (
     SELECT k.*,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.one_time_ns, 0) END AS one_time_ns,

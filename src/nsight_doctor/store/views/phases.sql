@@ -36,6 +36,15 @@
 CREATE TABLE phases AS
 WITH act AS (
     SELECT device_id, start AS w0, "end" AS w1, window_ns FROM gpu_activity
+), no_steps AS (
+    SELECT a.* FROM act a WHERE a.device_id NOT IN (SELECT device_id FROM steps)
+), setup_end AS (
+    -- Without steps, start-up is what came before the first kernel (uploads, allocation,
+    -- set-up); a GPU that ran no kernel and few operations did nothing but start-up.
+    SELECT n.device_id,
+           coalesce((SELECT min(o.start) FROM gpu_ops o WHERE o.device_id = n.device_id AND o.kind IN ('kernel', 'graph')),
+                    CASE WHEN (SELECT count(*) FROM gpu_ops o WHERE o.device_id = n.device_id) < 1000 THEN n.w1 END) AS e
+    FROM no_steps n
 ), st AS (
     SELECT s.*,
            median(duration) OVER (PARTITION BY device_id) AS med_dur,
@@ -61,14 +70,16 @@ WITH act AS (
                OVER (PARTITION BY st.device_id ORDER BY st.step ROWS UNBOUNDED PRECEDING) AS warmup
     FROM st LEFT JOIN novelty v USING (device_id, step)
 ), idle_gaps AS (
-    -- Idle stretches: long gaps after the first step (before it, idle time is start-up's).
+    -- Idle stretches: long gaps after the first step, or without steps after start-up (idle
+    -- time in start-up is start-up's).
     SELECT g.device_id, g.start, g."end", CASE WHEN g.cause = 'setup' THEN 'warmup' ELSE 'idle' END AS name
     FROM gpu_gaps g JOIN act a USING (device_id)
     LEFT JOIN (SELECT device_id, min(start) AS s0, any_value(med_dur) AS med_dur FROM st GROUP BY device_id) f
       USING (device_id)
+    LEFT JOIN setup_end e USING (device_id)
     WHERE g.duration >= 100000000
       AND g.duration >= CASE WHEN f.med_dur IS NOT NULL THEN 10 * f.med_dur ELSE 0.1 * a.window_ns END
-      AND (f.s0 IS NULL OR g.start >= f.s0)
+      AND g.start >= coalesce(f.s0, e.e, a.w0)
 ), seg AS (
     -- Stretches of non-warm-up steps between idle stretches.
     SELECT w.*, (SELECT count(*) FROM idle_gaps i WHERE i.device_id = w.device_id AND i."end" <= w.start) AS segment,
@@ -124,15 +135,6 @@ WITH act AS (
            CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END, count(*), median(duration),
            quantile_cont(duration, 0.9)
     FROM warm WHERE warmup GROUP BY device_id
-), no_steps AS (
-    SELECT a.* FROM act a WHERE a.device_id NOT IN (SELECT device_id FROM steps)
-), setup_end AS (
-    -- Without steps, start-up is what came before the first kernel (uploads, allocation,
-    -- set-up); a GPU that ran no kernel and few operations did nothing but start-up.
-    SELECT n.device_id,
-           coalesce((SELECT min(o.start) FROM gpu_ops o WHERE o.device_id = n.device_id AND o.kind IN ('kernel', 'graph')),
-                    CASE WHEN (SELECT count(*) FROM gpu_ops o WHERE o.device_id = n.device_id) < 1000 THEN n.w1 END) AS e
-    FROM no_steps n
 ), framed AS (
     SELECT row_number() OVER () AS id, * FROM (
         SELECT device_id, name, start, "end", source, steps, step_ns_median, step_ns_p90 FROM step_phases

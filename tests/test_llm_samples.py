@@ -1,0 +1,226 @@
+"""End to end on the LLM-serving samples (Hugging Face transformers on an H200): steps,
+phases and the LLM rules, each number checked against plain Python over SQLite reads of the
+raw export (no DuckDB, no view of ours). What each sample should diagnose is in its README.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import sample, unxz
+from nsight_doctor import analyze
+
+# The vocabulary projection (lm_head) of each sample, from its README: one launch per forward.
+LM_HEAD = {
+    "hf_eager_attn": "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT",
+    "hf_sdpa": "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT",
+    "hf_cat_cache": "nvjet_sm90_tst_256x16_64x6_2x1_v_bz_TNT",
+    "hf_static_cache": "nvjet_sm90_tst_256x16_64x6_2x1_v_bz_TNT",
+    "hf_cb_graphs": "nvjet_sm90_tst_256x32_64x5_2x1_v_bz_TNT",
+}
+GEMM = re.compile(r"gemm|gemv|nvjet|cutlass", re.I)
+ELEMENTWISE = re.compile(r"elementwise|softmax", re.I)
+
+
+def export_path(name: str, tmp_dir: Path) -> Path:
+    plain = sample(name)
+    return plain if plain.exists() else unxz(sample(name, ".sqlite.xz"), tmp_dir)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> (diagnosis, SQLite connection to the raw export)."""
+    tmp = tmp_path_factory.mktemp("llm")
+    out = {}
+    for name in LM_HEAD:
+        path = export_path(name, tmp)
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        out[name] = (analyze([path]), con)
+    return out
+
+
+def kernels(con) -> list[tuple]:
+    """(start, end, stream, short name, demangled name, grid size, in graph) of every kernel, in order."""
+    return con.execute(
+        """SELECT k.start, k.end, k.streamId, s.value, d.value, k.gridX * k.gridY * k.gridZ, k.graphNodeId IS NOT NULL
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+        JOIN StringIds d ON d.id = k.demangledName ORDER BY k.start"""
+    ).fetchall()
+
+
+def lm_head_ends(con, name: str) -> list[int]:
+    return [k[1] for k in kernels(con) if k[3] == LM_HEAD[name]]
+
+
+def finding(d, rule_id):
+    found = [f for f in d.findings if f.rule_id == rule_id]
+    return found[0] if found else None
+
+
+def phase(d, name):
+    found = [p for p in d.summary.phases if p.name == name]
+    assert len(found) == 1, [p.name for p in d.summary.phases]
+    return found[0]
+
+
+@pytest.mark.parametrize("name", list(LM_HEAD))
+def test_steps_are_the_forward_passes(runs, name):
+    """Without NVTX, one step per forward pass: the vocabulary projection recurs once per step,
+    and each step ends with it."""
+    d, con = runs[name]
+    ends = lm_head_ends(con, name)
+    st = d.summary.steady_state
+    assert st is not None and st.steps == len(ends)
+    steps = [p for p in d.summary.phases if p.steps]
+    assert sum(p.steps for p in steps) == len(ends)
+    # Every step after the first runs from one lm_head's end to the next.
+    durations = [b - a for a, b in itertools.pairwise(ends)]
+    decode = [p for p in steps if p.name == "decode"]
+    if decode and name != "hf_cb_graphs":
+        # Generate loops: one prefill step, then decode steps only.
+        assert [p.name for p in steps] == ["prefill", "decode"]
+        assert decode[0].steps == len(ends) - 1
+        assert decode[0].step_ns_median == statistics.median(durations)
+
+
+def test_generate_loops_start_with_one_prefill_step(runs):
+    for name in ("hf_eager_attn", "hf_sdpa", "hf_cat_cache", "hf_static_cache"):
+        d, _ = runs[name]
+        assert phase(d, "prefill").steps == 1, name
+        assert d.summary.steady_state.kind == "decode", name
+
+
+def test_continuous_batching_has_prefill_mixed_and_decode_steps(runs):
+    d, _con = runs["hf_cb_graphs"]
+    names = [p.name for p in d.summary.phases if p.steps]
+    assert names[0] == "prefill" and "mixed" in names and "decode" in names
+    # The README: 7 steps with prefill chunks, then decode steps.
+    assert sum(p.steps for p in d.summary.phases if p.name in ("prefill", "mixed")) == 7
+
+
+def unfused_chains(con, start: int, end: int, max_between: int = 4) -> tuple[int, int]:
+    """(chains, kernel ns between the GEMMs): a softmax with a GEMM at most max_between
+    kernels before and after it on its stream and only elementwise kernels between."""
+    by_stream: dict[int, list[tuple]] = {}
+    for k in kernels(con):
+        if k[0] >= start and k[1] <= end:
+            by_stream.setdefault(k[2], []).append(k)
+    chains = between = 0
+    for ks in by_stream.values():
+        for i, k in enumerate(ks):
+            if "softmax" not in k[3].lower():
+                continue
+            before = [j for j in range(max(0, i - max_between - 1), i) if GEMM.search(ks[j][4])]
+            after = [j for j in range(i + 1, min(len(ks), i + max_between + 2)) if GEMM.search(ks[j][4])]
+            if not before or not after:
+                continue
+            a, b = before[-1], after[0]
+            middle = ks[a + 1 : b]
+            if all(ELEMENTWISE.search(m[3]) for m in middle):
+                chains += 1
+                between += sum(m[1] - m[0] for m in middle)
+    return chains, between
+
+
+def test_eager_attention_is_found_unfused_with_numbers_from_sql(runs):
+    d, con = runs["hf_eager_attn"]
+    f = finding(d, "unfused-attention")
+    assert f is not None
+    st = d.summary.steady_state
+    chains, between = unfused_chains(con, st.start_ns, st.end_ns)
+    assert chains == 128  # 16 forward passes x 8 layers (README)
+    assert (f.evidence["chains"], f.evidence["between_ns"]) == (chains, between)
+    assert f.impact_ns == between
+    # It ranks below the launch-bound decode loop that dominates the profile.
+    assert d.findings[0].rule_id == "launch-bound"
+    assert "sdpa" in f.recommendation
+
+
+def test_sdpa_attention_is_not_called_unfused(runs):
+    d, con = runs["hf_sdpa"]
+    assert finding(d, "unfused-attention") is None
+    st = d.summary.steady_state
+    assert unfused_chains(con, st.start_ns, st.end_ns) == (0, 0)
+
+
+def test_cat_grown_kv_cache_is_found_with_numbers_from_sql(runs):
+    d, con = runs["hf_cat_cache"]
+    f = finding(d, "kv-cache-concat")
+    assert f is not None
+    ends = lm_head_ends(con, "hf_cat_cache")
+    # The growing concatenations: CatArrayBatchedCopy_vectorized over the cache (the one-block
+    # ones append to input_ids, README), per decode step.
+    per_step = []
+    count = 0
+    for a, b in itertools.pairwise(ends):
+        ks = [k for k in kernels(con) if a <= k[0] < b and k[3] == "CatArrayBatchedCopy_vectorized" and k[5] > 2]
+        count += len(ks)
+        per_step.append(sum(k[1] - k[0] for k in ks))
+    assert f.evidence["kernels"] == count == 2032
+    assert f.evidence["series"] == 16
+    assert (f.evidence["first_step_ns"], f.evidence["last_step_ns"]) == (per_step[0], per_step[-1])
+    assert per_step[-1] > 1.5 * per_step[0]
+    assert "static" in f.recommendation
+
+
+def test_preallocated_kv_cache_is_not_called_concatenated(runs):
+    d, _ = runs["hf_static_cache"]
+    assert finding(d, "kv-cache-concat") is None
+    assert d.findings[0].rule_id == "launch-bound"
+
+
+def test_graph_replays_with_eager_work_around_them_are_launch_bound_outside_the_graphs(runs):
+    d, con = runs["hf_cb_graphs"]
+    f = finding(d, "launch-bound")
+    assert f is not None and "outside CUDA graphs" in f.title
+    st = d.summary.steady_state
+    eager = [k for k in kernels(con) if k[0] >= st.start_ns and k[1] <= st.end_ns and not k[6]]
+    assert f.evidence["eager_kernels"] == len(eager)
+    assert f.evidence["graph_share_pct"] > 90
+    # The advice is about the work around the graphs, not about turning graphs on.
+    assert "already replays" in f.recommendation
+    # Nine blocking calls per step (README): the scheduler's syncs.
+    assert 8 <= finding(d, "host-sync").evidence["calls_per_step"] <= 11
+
+
+def test_startup_sample_separates_the_model_load_from_a_saturated_steady_state():
+    d = analyze([sample("hf_startup", ".sqlite.xz")])
+    st = d.summary.steady_state
+    assert st is not None and (st.busy_pct or 0) > 90
+    steady = [f for f in d.findings if f.scope == "steady"]
+    # The load's syncs and pageable copies are not steady-state findings.
+    assert not [f for f in steady if f.rule_id in ("host-sync", "launch-bound", "pageable-memcpy", "sync-memcpy")]
+    f = finding(d, "startup")
+    assert f is not None and f.scope == "startup"
+    assert f.evidence["htod_copies"] == 221 and f.evidence["pageable_bytes"] == f.evidence["htod_bytes"]
+    assert 2.7e9 < f.evidence["htod_bytes"] < 2.8e9
+
+
+SKINNY = re.compile(r"^nvjet_[a-z0-9]+_[a-z]+_([0-9]+)x([0-9]+)_")
+
+
+def test_small_batch_decode_with_numbers_from_sql(runs):
+    """Batch 8: the decode GEMMs run in cuBLAS tiles 8 columns wide."""
+    d, con = runs["hf_sdpa"]
+    f = finding(d, "small-batch-decode")
+    assert f is not None and f.impact_ns == 0
+    decode = phase(d, "decode")
+    skinny = gemm = 0
+    for k in kernels(con):
+        if k[0] >= decode.start_ns and k[1] <= decode.end_ns and (GEMM.search(k[4]) or "splitKreduce" in k[3]):
+            gemm += k[1] - k[0]
+            m = SKINNY.search(k[3])
+            if "gemv" in k[4].lower() or (m and min(int(m.group(1)), int(m.group(2))) <= 16):
+                skinny += k[1] - k[0]
+    assert (f.evidence["skinny_ns"], f.evidence["gemm_ns"]) == (skinny, gemm)
+
+
+def test_no_small_batch_finding_at_batch_512():
+    d = analyze([sample("decode_b512")])
+    assert not [f for f in d.findings if f.rule_id == "small-batch-decode"]

@@ -1,0 +1,348 @@
+"""Bounded resources and clean interruption, on real runs of the command line:
+
+- Ctrl-C (SIGINT sent to the real process) at any stage: "nsight-doctor: interrupted", exit
+  130, and no partial store, export or decompressed copy left anywhere;
+- --memory-limit reaches DuckDB; hitting it is one clear line; below it, work spills to a
+  private folder that is removed afterwards;
+- an nsys export that runs too long is killed with its whole process group, and its partial
+  output removed; while it runs, a terminal shows its elapsed time;
+- a cache folder that cannot be written is replaced by a temporary one, and the diagnosis
+  says so.
+
+A real nsys cannot be made to hang on demand, so the export tests run a stand-in for nsys (a
+script given with --nsys) that behaves as a stuck or slow one would: it starts a child
+process, writes partial output, and sleeps. Everything else is the real tool on real files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import REPO, SAMPLES, run_cli, sample, sha256
+from nsight_doctor.store import store_config
+
+B1 = str(sample("decode_b1"))
+
+
+def cli_process(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "nsight_doctor", *args],
+        env={**os.environ, **env},
+        cwd=REPO,
+        **kwargs,
+    )
+
+
+def leftovers(*folders: Path) -> list[str]:
+    """Files and folders that an interrupted or failed run must not leave: anything in its
+    private TMPDIR, and partial files (ours are named .partial-*, .*.partial-<pid>,
+    .nsight-doctor-export-*) anywhere."""
+    out = []
+    for folder in folders:
+        for p in folder.rglob("*"):
+            if folder.name == "tmp" or "partial" in p.name or p.name.startswith(".nsight-doctor"):
+                out.append(str(p))
+    return out
+
+
+def dead(pid: int) -> bool:
+    """Whether a process is gone (a zombie that nobody reaped counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------
+
+INTERRUPTED = [
+    # A 1.7 MB xz export of a 2-GPU capture: decompression, ingest, views, rules.
+    sample("tp2_overlap", ".sqlite.xz"),
+    # An Nsight Compute report: decompression, then the reader in a child process.
+    SAMPLES / "ncu" / "ncu_decode_b1_basic.ncu-rep.xz",
+]
+
+
+@pytest.mark.parametrize("inp", INTERRUPTED, ids=[p.name for p in INTERRUPTED])
+def test_ctrl_c_at_any_stage_exits_130_and_leaves_nothing(inp, tmp_path):
+    """SIGINT at fractions of a full run's duration: every stage gets interrupted somewhere."""
+    out = tmp_path / "out"
+    out.mkdir()
+    full = run_in(tmp_path / "full", inp, out / "full.duckdb")
+    assert full[0] == 0, full[1]
+    duration = full[2]
+    interrupted = 0
+    for fraction in (0.05, 0.15, 0.3, 0.5, 0.7, 0.9):
+        work = tmp_path / f"at{fraction}"
+        db = out / f"at{fraction}.duckdb"
+        rc, err, _ = run_in(work, inp, db, interrupt_after=fraction * duration)
+        assert "Traceback" not in err and "internal error" not in err, err
+        if rc == 0:
+            continue  # finished before the signal arrived
+        interrupted += 1
+        assert rc == 130, err
+        assert err.strip().splitlines()[-1] == "nsight-doctor: interrupted", err
+        if db.exists():  # interrupted after the store was complete: it is kept, whole
+            con = duckdb.connect(str(db), read_only=True)
+            assert con.execute("SELECT count(*) FROM nsight_doctor_meta").fetchone() == (1,)
+            con.close()
+        assert leftovers(work / "tmp", work / "cache", out) == []
+    assert interrupted >= 3
+
+
+def run_in(work: Path, inp: Path, db: Path, interrupt_after: float | None = None) -> tuple[int, str, float]:
+    """Runs analyze with a private TMPDIR and cache under work; returns (exit code,
+    stderr, seconds)."""
+    (work / "tmp").mkdir(parents=True)
+    env = {"TMPDIR": str(work / "tmp"), "NSIGHT_DOCTOR_CACHE": str(work / "cache")}
+    t0 = time.monotonic()
+    p = cli_process(
+        ["analyze", str(inp), "--db", str(db), "-q"], env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    if interrupt_after is not None:
+        time.sleep(interrupt_after)
+        p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=600)
+    return p.returncode, err.decode(errors="replace"), time.monotonic() - t0
+
+
+# --- nsys export: timeout, process group, progress ------------------------------------------
+
+FAKE_NSYS = textwrap.dedent("""\
+    #!{python}
+    # Stands in for nsys: answers --version as nsys 2022.4 does; an export writes partial
+    # output, starts a child process (as nsys starts helpers), records both pids, sleeps,
+    # and then (if it is still alive) writes a real export.
+    import os, shutil, subprocess, sys, time
+    if "--version" in sys.argv:
+        print("NVIDIA Nsight Systems version 2022.4.2.1-32e7b7e")
+        sys.exit(0)
+    out = sys.argv[sys.argv.index("--output") + 1]
+    with open(out + ".tmp-part", "w") as f:
+        f.write("partial")
+    child = subprocess.Popen(["sleep", "600"])
+    with open(os.environ["FAKE_NSYS_PIDS"], "w") as f:
+        f.write(f"{{os.getpid()}} {{child.pid}}")
+    time.sleep(float(os.environ["FAKE_NSYS_SECONDS"]))
+    child.kill()
+    os.remove(out + ".tmp-part")
+    shutil.copyfile(os.environ["FAKE_NSYS_EXPORT"], out)
+    """)
+
+
+@pytest.fixture
+def fake_nsys(tmp_path) -> Path:
+    script = tmp_path / "bin" / "nsys"
+    script.parent.mkdir()
+    script.write_text(FAKE_NSYS.format(python=sys.executable))
+    script.chmod(0o755)
+    return script
+
+
+def report_alone(tmp_path: Path) -> Path:
+    """A complete real report, alone in its folder (so it must be exported)."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    rep = folder / "run.nsys-rep"
+    shutil.copyfile(sample("decode_b1_graphs", ".nsys-rep"), rep)
+    return rep
+
+
+def nsys_env(tmp_path: Path, seconds: float) -> dict[str, str]:
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {
+        "FAKE_NSYS_PIDS": str(tmp_path / "pids"),
+        "FAKE_NSYS_SECONDS": str(seconds),
+        "FAKE_NSYS_EXPORT": str(sample("decode_b1_graphs")),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "NSIGHT_DOCTOR_CACHE": str(tmp_path / "cache"),
+    }
+
+
+def test_stuck_export_is_killed_with_its_children_and_its_output_removed(tmp_path, fake_nsys):
+    rep = report_alone(tmp_path)
+    before = sha256(rep)
+    env = nsys_env(tmp_path, 600)
+    t0 = time.monotonic()
+    r = run_cli("analyze", str(rep), "--nsys", str(fake_nsys), "--export-timeout", "3", env=env)
+    assert time.monotonic() - t0 < 60
+    assert r.returncode == 2, r.stderr
+    [line] = r.stderr.strip().splitlines()
+    assert "run.nsys-rep" in line and "within 3 s" in line and "--export-timeout" in line
+    nsys_pid, child_pid = map(int, (tmp_path / "pids").read_text().split())
+    deadline = time.monotonic() + 10
+    while not (dead(nsys_pid) and dead(child_pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert dead(nsys_pid) and dead(child_pid), "nsys or its child survived"
+    assert sorted(p.name for p in rep.parent.iterdir()) == ["run.nsys-rep"]
+    assert leftovers(tmp_path / "tmp", tmp_path / "cache", rep.parent) == []
+    assert sha256(rep) == before
+
+
+def test_ctrl_c_during_an_export_kills_it(tmp_path, fake_nsys):
+    rep = report_alone(tmp_path)
+    env = nsys_env(tmp_path, 600)
+    p = cli_process(["analyze", str(rep), "--nsys", str(fake_nsys)], env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pids").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "nsight-doctor: interrupted"
+    nsys_pid, child_pid = map(int, (tmp_path / "pids").read_text().split())
+    time.sleep(0.5)
+    assert dead(nsys_pid) and dead(child_pid)
+    assert sorted(q.name for q in rep.parent.iterdir()) == ["run.nsys-rep"]
+    assert leftovers(tmp_path / "tmp", tmp_path / "cache", rep.parent) == []
+
+
+def test_a_terminal_sees_the_export_progress(tmp_path, fake_nsys):
+    """On a terminal the progress line counts the export's seconds; the export then
+    completes (the stand-in writes a real export) and is analysed."""
+    rep = report_alone(tmp_path)
+    env = nsys_env(tmp_path, 3)
+    primary, secondary = pty.openpty()
+    p = cli_process(["analyze", str(rep), "--nsys", str(fake_nsys)], env, stdout=subprocess.PIPE, stderr=secondary)
+    os.close(secondary)
+    seen = bytearray()
+    reader = threading.Thread(target=read_all, args=(primary, seen))
+    reader.start()
+    out, _ = p.communicate(timeout=300)
+    reader.join(timeout=10)
+    os.close(primary)
+    assert p.returncode == 0
+    progress = seen.decode(errors="replace")
+    assert "nsys export --type sqlite" in progress
+    assert "nsys export --type sqlite (2 s)" in progress
+    assert b"CUDA graph launches" in out
+    assert (rep.parent / "run.sqlite").exists()  # complete, beside the report
+
+
+def read_all(fd: int, into: bytearray) -> None:
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60)
+        if not ready:
+            return
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            return
+        if not chunk:
+            return
+        into.extend(chunk)
+
+
+# --- memory ----------------------------------------------------------------------------
+
+
+def test_memory_limit_reaches_duckdb_and_hitting_it_is_one_line(tmp_path):
+    db = tmp_path / "store.duckdb"
+    r = run_cli("analyze", B1, "--memory-limit", "96MB", "--db", str(db), "-q")
+    assert r.returncode == 0, r.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM kernels").fetchone() == (15808,)
+    con.close()
+    r = run_cli("analyze", B1, "--memory-limit", "10MB")
+    assert r.returncode == 2
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith("nsight-doctor: error: analysing ")
+    assert "decode_b1.sqlite" in line and "ran out of memory" in line and "memory limit of 10MB" in line
+
+
+def test_work_beyond_the_limit_spills_to_the_private_folder(tmp_path):
+    """The build connection's settings (store_config): a sort three times the memory limit
+    completes by writing to the spill folder, and fails without one."""
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    data = "SELECT hash(i) AS a, repeat('x', 50) || i::VARCHAR AS s FROM range(3000000) r(i)"
+    sort = "SELECT count(*), max(s) FROM (SELECT * FROM t ORDER BY a, s)"
+    config = store_config([], spill, "64MB")
+    con = duckdb.connect(config=config)
+    con.execute(f"CREATE TABLE t AS {data}")
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            seen.append(sum(1 for _ in spill.rglob("*")))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        row = con.execute(sort).fetchone()
+        assert row is not None and row[0] == 3_000_000
+    finally:
+        stop.set()
+        watcher.join()
+    assert max(seen) > 0, "nothing was written to the spill folder"
+    without = duckdb.connect(config={**config, "temp_directory": ""})
+    with pytest.raises(duckdb.OutOfMemoryException):
+        without.execute(f"CREATE TABLE t AS {data}")
+        without.execute(sort).fetchone()
+
+
+def test_no_spill_folder_or_store_is_left_after_a_run(tmp_path):
+    work = tmp_path / "tmp"
+    work.mkdir()
+    r = run_cli("analyze", B1, "--memory-limit", "96MB", "-q", env={"TMPDIR": str(work)})
+    assert r.returncode == 0, r.stderr
+    assert list(work.iterdir()) == []
+
+
+# --- cache and input folders -----------------------------------------------------------
+
+
+def test_unwritable_cache_folder_falls_back_to_a_temporary_one(tmp_path):
+    """The cache path is under a regular file, which no user (root included) can create
+    folders in: the xz sample is still analysed, through a temporary folder that is
+    removed at exit, and the diagnosis says why."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    work = tmp_path / "tmp"
+    work.mkdir()
+    env = {"NSIGHT_DOCTOR_CACHE": str(blocker / "cache"), "TMPDIR": str(work)}
+    r = run_cli("analyze", str(sample("tp2_straggler", ".sqlite.xz")), "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any("is not writable" in n and "temporary folder" in n for n in notes), notes
+    assert list(work.iterdir()) == []
+
+
+def test_read_only_input_folder_is_never_written(tmp_path):
+    """An export, a compressed export and a report in a folder without write permission
+    (mode bits, which the tool respects even as root): analysed, the folder unchanged (no
+    journal or lock file beside the SQLite file either)."""
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    for src in (sample("tp2_straggler", ".sqlite.xz"), sample("tp2_straggler", ".nsys-rep"), sample("decode_b1")):
+        shutil.copyfile(src, folder / src.name)
+    before = {p.name: sha256(p) for p in folder.iterdir()}
+    folder.chmod(0o555)
+    try:
+        for name in before:
+            r = run_cli("analyze", str(folder / name), "-q", env={"PATH": "/nonexistent", "NSYS": ""})
+            assert r.returncode == 0, r.stderr
+    finally:
+        folder.chmod(0o755)
+    assert {p.name: sha256(p) for p in folder.iterdir()} == before

@@ -1,0 +1,363 @@
+"""Untrusted strings and untrusted rules.
+
+Kernel names, NVTX text, GPU names, file names and messages quoted from files come from
+other people's programs and files: terminal escape sequences are removed from everything
+printed, Markdown and HTML stay inert, and none of it is ever spliced into SQL. Secrets in
+recorded environments and command lines are redacted by nsight_doctor.redact. Rule files
+(--rules) are SQL from other people: they read the store and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import textwrap
+
+import pytest
+
+from conftest import run_cli, sample
+from nsight_doctor.redact import (
+    REDACTED,
+    is_secret_name,
+    redact,
+    redact_args,
+    redact_capture_meta,
+    redact_env,
+    redact_env_block,
+)
+from nsight_doctor.render.markdown import escape
+from nsight_doctor.render.text import sanitize
+
+GRAPHS = sample("decode_b1_graphs")
+ESC = "\x1b"
+
+HOSTILE_KERNEL = "\x1b]0;pwned\x07\x1b[2J\x1b[31mevil_kernel</td><script>alert(1)</script> | `x` [a](http://e)\x1b[0m"
+HOSTILE_NVTX = "\n# step\x1b[1A\x9b2K"
+HOSTILE_GPU = "H200\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\"
+
+
+@pytest.fixture(scope="module")
+def hostile_export(tmp_path_factory):
+    """A real export whose kernel names, NVTX text and GPU name carry escape sequences and
+    markup."""
+    import sqlite3
+
+    p = tmp_path_factory.mktemp("hostile") / "hostile.sqlite"
+    shutil.copyfile(GRAPHS, p)
+    con = sqlite3.connect(p)
+    con.execute(
+        "UPDATE StringIds SET value = ? WHERE id IN (SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+        (HOSTILE_KERNEL,),
+    )
+    con.execute("UPDATE NVTX_EVENTS SET text = ? || coalesce(text, '')", (HOSTILE_NVTX,))
+    con.execute("UPDATE TARGET_INFO_GPU SET name = ?", (HOSTILE_GPU,))
+    con.commit()
+    con.close()
+    return p
+
+
+def test_terminal_output_has_no_escape_sequences(hostile_export):
+    r = run_cli("analyze", str(hostile_export), "-v")
+    assert r.returncode == 0, r.stderr
+    assert ESC not in r.stdout and "\x9b" not in r.stdout and "\x07" not in r.stdout
+    assert "evil_kernel" in r.stdout  # the name is shown, without its escapes
+    assert "pwned" not in r.stdout  # the window-title sequence is removed whole
+    assert "H200link" in r.stdout
+
+
+def test_markdown_output_is_inert(hostile_export):
+    r = run_cli("analyze", str(hostile_export), "--format", "markdown")
+    assert r.returncode == 0, r.stderr
+    md = r.stdout
+    assert ESC not in md and "<script>" not in md and "</td>" not in md
+    assert "&lt;script" in md  # shown escaped (and clipped in the summary row)
+    # Table rows keep their cell count: no | from a name splits a cell.
+    for line in md.splitlines():
+        if line.startswith("| ") and "evil_kernel" in line:
+            assert len(re.findall(r"(?<!\\)\|", line)) == 3, line
+    assert "\n# step" not in md  # no heading injected by NVTX text
+
+
+def test_json_output_keeps_the_strings_exactly(hostile_export):
+    r = run_cli("analyze", str(hostile_export), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert ESC not in r.stdout  # JSON escapes control characters (\u001b)
+    top = json.loads(r.stdout)["summary"]["top_kernels"]
+    assert HOSTILE_KERNEL in [t["name"] for t in top]
+
+
+def test_error_messages_quoting_files_have_no_escape_sequences(tmp_path):
+    p = tmp_path / "run\x1b[31m\x1b]0;t\x07.sqlite"
+    p.write_text("text")
+    r = run_cli("analyze", str(p))
+    assert r.returncode == 2
+    assert ESC not in r.stderr and "\x07" not in r.stderr
+    assert r.stderr.startswith("nsight-doctor: error: ") and "run" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "raw,shown",
+    [
+        ("\x1b[31mred\x1b[0m", "red"),
+        ("\x1b]0;title\x07after", "after"),
+        ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
+        ("a\x9b2Jb", "ab"),
+        ("\x1bPdevice control\x1b\\x", "x"),
+        ("bell\x07", "bell?"),
+        ("ok ü 你好 µs", "ok ü 你好 µs"),
+    ],
+)
+def test_sanitize(raw, shown):
+    assert sanitize(raw) == shown
+
+
+@pytest.mark.parametrize(
+    "raw,escaped",
+    [
+        ("<img src=x onerror=alert(1)>", "&lt;img src=x onerror=alert(1)&gt;"),
+        ("a|b", "a\\|b"),
+        ("`code`", "\\`code\\`"),
+        ("[link](javascript:x)", "\\[link\\](javascript:x)"),
+        ("# heading", "\\# heading"),
+        ("1. item", "1\\. item"),
+        ("line\nbreak", "line break"),
+        ("\x1b[31mred\x1b[0m", "red"),
+        ("&amp;", "&amp;amp;"),
+    ],
+)
+def test_markdown_escape(raw, escaped):
+    assert escape(raw) == escaped
+
+
+def test_paths_with_quotes_reach_sql_only_as_literals(tmp_path):
+    """File names are untrusted too: quotes and SQL in them do not change a statement."""
+    folder = tmp_path / "it's; DROP TABLE x; --"
+    folder.mkdir()
+    p = folder / "run\"'.sqlite"
+    shutil.copyfile(GRAPHS, p)
+    r = run_cli("analyze", str(p), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    pq = folder / "pq'dir"
+    shutil.copytree(sample("decode_b1", "").parent / "decode_b1_pqtdir", pq)
+    (pq / "NVTX_EVENTS.parquet").rename(pq / "NVTX'\"EVENTS.parquet")
+    r = run_cli("analyze", str(pq), "--format", "json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_no_sql_is_built_from_data_by_interpolation():
+    """Where ingest must splice a value into SQL (ATTACH, read_json, LOAD take no
+    parameters), it goes through db.literal or db.quote: no f-string puts a path or a name
+    between quotes by hand."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "nsight_doctor"
+    hand_quoted = re.compile(r"""f["'][^"'\n]*'\{[^}]*\}'""")
+    offenders = []
+    for f in sorted(src.rglob("*.py")):
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            if hand_quoted.search(line) and ("SELECT" in line or "ATTACH" in line or "LOAD" in line or "read_" in line):
+                offenders.append(f"{f.name}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+# --- redaction ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "WANDB_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SESSION_TOKEN",
+        "GITHUB_TOKEN",
+        "MYSQL_PWD",
+        "PGPASSWORD",
+        "DB_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "SENTRY_DSN",
+        "SLACK_WEBHOOK_URL",
+        "apiKey",
+        "--api-key",
+        "--hf-token",
+        "--password",
+        "AUTHTOKEN",
+        "PRIVATE_KEY",
+    ],
+)
+def test_secret_names(name):
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # Seen in the corpus's recorded environments, and not secrets.
+        "PWD",
+        "OLDPWD",
+        "GIT_ASKPASS",
+        "VSCODE_GIT_ASKPASS_MAIN",
+        "SSH_AUTH_SOCK",
+        "XDG_SESSION_ID",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "XAUTHORITY",
+        "SSL_CERT_FILE",
+        "NSIGHT_COMPUTE_VERSION",
+        "CUDA_VISIBLE_DEVICES",
+        "TOKENIZERS_PARALLELISM",
+        "TIKTOKEN_CACHE_DIR",
+        "KEYBOARD_LAYOUT",
+        "MAX_TOKENS",
+        "--model",
+    ],
+)
+def test_ordinary_names(name):
+    assert not is_secret_name(name)
+
+
+def test_redact_env_entries_as_nsys_records_them():
+    assert redact_env('HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz012345"') == f'HF_TOKEN="{REDACTED}"'
+    assert redact_env("OPENAI_API_KEY=sk-live") == f"OPENAI_API_KEY={REDACTED}"
+    assert redact_env('PATH="/usr/bin:/bin"') == 'PATH="/usr/bin:/bin"'
+    assert (
+        redact_env('DATABASE_URL="postgres://me:hunter2@db:5432/x"')
+        == f'DATABASE_URL="postgres://me:{REDACTED}@db:5432/x"'
+    )
+    # A token of a known kind is hidden whatever variable holds it.
+    assert redact_env("NOTE=use hf_abcdefghijklmnopqrstuvwxyz012345 here") == f"NOTE=use {REDACTED} here"
+    assert redact_env("EMPTY_TOKEN=") == "EMPTY_TOKEN="
+
+
+def test_redact_device_environment_block():
+    block = "CUDA_VISIBLE_DEVICES=0;AWS_SECRET_ACCESS_KEY=abc/def+ghi;HOME=/root;GH=ghp_abcdefghijklmnopqrstuvwxyz0123"
+    assert (
+        redact_env_block(block) == f"CUDA_VISIBLE_DEVICES=0;AWS_SECRET_ACCESS_KEY={REDACTED};HOME=/root;GH={REDACTED}"
+    )
+
+
+def test_redact_command_lines():
+    args = ["vllm", "serve", "m", "--api-key", "s3cret", "--hf-token=hf_x", "--port", "8000"]
+    assert redact_args(args) == [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        REDACTED,
+        f"--hf-token={REDACTED}",
+        "--port",
+        "8000",
+    ]
+    assert redact_args(["HF_TOKEN=abc", "python", "x.py"]) == [f"HF_TOKEN={REDACTED}", "python", "x.py"]
+    assert redact("python serve.py --token abc --model llama") == f"python serve.py --token {REDACTED} --model llama"
+    assert redact("A=1;SECRET_KEY=x") == f"A=1;SECRET_KEY={REDACTED}"
+
+
+def test_redact_capture_metadata_rows():
+    rows = [
+        ("PROCESS_0:COMMAND", "python3"),
+        ("PROCESS_0:ARGUMENT_0", "serve.py"),
+        ("PROCESS_0:ARGUMENT_1", "--api-key"),
+        ("PROCESS_0:ARGUMENT_2", "s3cret"),
+        ("PROCESS_0:ARGUMENT_3", "--port"),
+        ("PROCESS_0:ARGUMENT_4", "8000"),
+        ("PROCESS_0:ENVIRONMENT_VARIABLE", 'HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz"'),
+        ("PROCESS_0:ENVIRONMENT_VARIABLE", 'PWD="/work"'),
+        ("PROCESS_0:WORKING_DIR", "/work"),
+    ]
+    values = [v for _, v in redact_capture_meta(rows)]
+    assert values == [
+        "python3",
+        "serve.py",
+        "--api-key",
+        REDACTED,
+        "--port",
+        "8000",
+        f'HF_TOKEN="{REDACTED}"',
+        'PWD="/work"',
+        "/work",
+    ]
+
+
+def test_redaction_on_a_real_recorded_environment():
+    """The sample's META_DATA_CAPTURE with a token planted among its 88 real variables:
+    only the token goes."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{sample('decode_b1')}?mode=ro&immutable=1", uri=True)
+    rows = con.execute("SELECT name, value FROM META_DATA_CAPTURE").fetchall()
+    con.close()
+    planted = [*rows, ("PROCESS_0:ENVIRONMENT_VARIABLE", 'HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz"')]
+    out = redact_capture_meta(planted)
+    changed = [(a, b) for a, b in zip(planted, out) if a != b]
+    assert changed == [(planted[-1], ("PROCESS_0:ENVIRONMENT_VARIABLE", f'HF_TOKEN="{REDACTED}"'))]
+
+
+# --- user rules run sandboxed -------------------------------------------------------------
+
+RULE = textwrap.dedent("""\
+    id: sneaky
+    name: Sneaky
+    title: "{{n}}"
+    severity: low
+    tags: [launch-bound]
+    requires: [kernels]
+    thresholds: {{}}
+    query: {query}
+    message: "{{n}}"
+    recommendation: Nothing.
+    impact: Nothing to recover, this is a test rule.
+    explanation: {{what: w, why: w, evidence: e, action: a}}
+    """)
+
+
+@pytest.mark.parametrize(
+    "query,needle",
+    [
+        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM read_csv('/etc/passwd')\"", "disabled by configuration"),
+        ("\"SELECT 0 AS impact_ns, content AS n FROM read_text('/etc/hostname')\"", "disabled by configuration"),
+        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM glob('/root/*')\"", "disabled by configuration"),
+        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM sqlite_scan('/tmp/x.db', 't')\"", "sqlite_scan"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('ATTACH ''/tmp/x.db'' AS x')\"", "single SELECT"),
+        ("\"ATTACH '/tmp/x.db' AS x\"", "exactly one SELECT"),
+        ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
+        ('"INSTALL httpfs"', "exactly one SELECT"),
+        ('"LOAD httpfs"', "exactly one SELECT"),
+        ('"SET enable_external_access = true"', "exactly one SELECT"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n; COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
+    ],
+)
+def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, needle):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "sneaky.yaml").write_text(RULE.format(query=query))
+    r = run_cli("analyze", str(GRAPHS), "--rules", str(rules), "--select", "sneaky")
+    assert r.returncode == 2, r.stdout
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith("nsight-doctor: error: ") and needle in line and "sneaky" in line
+    assert not (tmp_path / "leak.csv").exists()
+
+
+def test_rule_test_cases_are_sandboxed_too(tmp_path):
+    """`rules test` builds stores from a rule's test file: its SQL cannot read files either."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "sneaky.yaml").write_text(RULE.format(query='"SELECT 0 AS impact_ns, count(*) AS n FROM kernels"'))
+    (rules / "sneaky.test.yaml").write_text(
+        textwrap.dedent("""\
+            rule: sneaky
+            cases:
+              - name: reads a file
+                expect: fire
+                tables:
+                  kernels:
+                    sql: "SELECT 0 AS start, 1 AS \\"end\\", column0 AS name FROM read_csv('/etc/passwd')"
+            """)
+    )
+    r = run_cli("rules", "test", "sneaky", "--rules", str(rules))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "disabled by configuration" in r.stderr and "root:" not in r.stdout + r.stderr
