@@ -430,14 +430,20 @@ def cli_page() -> str:
         "",
     ]
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+    def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
+        # Contexts chained as the command line makes them, so that subcommands inherit the
+        # group's context_settings (its -h/--help): click caches a command's help option from
+        # the first context that asks, so a bare context here would also depend on test order.
+        settings = dict(cmd.context_settings) if parent is None else {}
+        ctx = click.Context(
+            cmd, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100, **settings
+        )
         out.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
         if isinstance(cmd, click.Group):
             for name in sorted(cmd.commands):
-                walk(cmd.commands[name], [*path, name])
+                walk(cmd.commands[name], [*path, name], ctx)
 
-    walk(cli, ["nsight-doctor"])
+    walk(cli, ["nsight-doctor"], None)
     return "\n".join(out)
 
 
