@@ -11,7 +11,8 @@ set -u
 OUT=${1:?OUTDIR}
 DEBDIR=${2:?DEBDIR}
 MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf: only hf_generate;
-                # llm: the HF serving captures of workloads/hf_serving.py (one GPU)
+                # llm: the HF serving captures of workloads/hf_serving.py (one GPU);
+                # llm2: its MoE and sampling captures (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -152,8 +153,32 @@ llm_series() {
   fi
 }
 
+# Mixture-of-experts routing (eager per-expert loop vs grouped GEMM) and sampling on the host vs
+# on the GPU. A short run of each workload first, so that a broken one fails in seconds.
+llm2_series() {
+  local T=(-t cuda,nvtx,osrt) S=hf_serving.py
+  python3 -c 'import transformers; print("transformers", transformers.__version__)'
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  local only=${LLM2_ONLY:-moe sample}
+  for args in "moe --experts eager" "moe --experts grouped_mm" "sample --where host" "sample --where gpu"; do
+    case " $only " in *" ${args%% *} "*) ;; *) continue;; esac
+    echo "== dry run: $args"
+    timeout 120 python3 $W/$S $args --new-tokens 2 || echo "== dry run failed: $args"
+  done
+  if [[ " $only " == *" moe "* ]]; then
+    llm_capture hf_moe_eager "${T[@]}" -- $S moe --experts eager --batch 8 --prompt-len 128 --new-tokens 32
+    llm_capture hf_moe_grouped "${T[@]}" -- $S moe --experts grouped_mm --batch 8 --prompt-len 128 --new-tokens 32
+  fi
+  if [[ " $only " == *" sample "* ]]; then
+    llm_capture hf_sample_host "${T[@]}" -- $S sample --where host --batch 8 --prompt-len 128 --new-tokens 32
+    llm_capture hf_sample_gpu "${T[@]}" -- $S sample --where gpu --batch 8 --prompt-len 128 --new-tokens 32
+  fi
+}
+
 if [ "$MODE" = llm ]; then
   llm_series
+elif [ "$MODE" = llm2 ]; then
+  llm2_series
 elif [ "$MODE" = hf ]; then
   python3 -c 'import transformers; print("transformers", transformers.__version__)'
   nsys_capture hf_generate 0 -t cuda,nvtx,osrt -- hf_generate.py --batch 4 --new-tokens 32

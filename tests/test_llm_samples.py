@@ -224,3 +224,94 @@ def test_small_batch_decode_with_numbers_from_sql(runs):
 def test_no_small_batch_finding_at_batch_512():
     d = analyze([sample("decode_b512")])
     assert not [f for f in d.findings if f.rule_id == "small-batch-decode"]
+
+
+# ---- MoE routing and sampling on the host (samples captured by `capture.sh ... llm2`) -------
+
+ROUTING = re.compile(r"topk|bitonicsort|radixsortkv|histogram|DeviceSelect|DeviceCompact|write_indices|nonzero", re.I)
+
+
+@pytest.fixture(scope="module")
+def runs2(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("llm2")
+    out = {}
+    for name in ("hf_moe_eager", "hf_moe_grouped", "hf_sample_host", "hf_sample_gpu"):
+        path = export_path(name, tmp)
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        out[name] = (analyze([path]), con)
+    return out
+
+
+def gpu_ops(con) -> list[tuple]:
+    """(start, end, kind, bytes, copyKind) of every operation on the GPU, in order."""
+    return con.execute(
+        """SELECT start, end, 'kernel', NULL, NULL FROM CUPTI_ACTIVITY_KIND_KERNEL
+        UNION ALL SELECT start, end, 'memcpy', bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY
+        UNION ALL SELECT start, end, 'memset', bytes, NULL FROM CUPTI_ACTIVITY_KIND_MEMSET
+        ORDER BY 1, 2"""
+    ).fetchall()
+
+
+def test_sampling_on_the_host_is_the_top_finding_with_numbers_from_sql(runs2):
+    """Each step copies the logits (8 x 32000 fp32 = 1.02 MB) to the host and samples in NumPy:
+    the GPU idles from the copy's end until the next step's first operation."""
+    d, con = runs2["hf_sample_host"]
+    f = d.findings[0]
+    assert f.rule_id == "host-sampling"
+    st = d.summary.steady_state
+    ops = gpu_ops(con)
+    gaps = []
+    busy_until = 0
+    for (_s, e, kind, nbytes, ck), nxt in itertools.pairwise(ops):
+        busy_until = max(busy_until, e)
+        # A device-to-host copy (copyKind 2) of 64 KiB or more that the GPU's work ends with.
+        if kind == "memcpy" and ck == 2 and nbytes >= 65536 and e == busy_until and nxt[0] > e:
+            if st.start_ns <= e and nxt[0] <= st.end_ns:
+                gaps.append(nxt[0] - e)
+    assert len(gaps) == 32 == st.steps
+    assert f.evidence["copies"] == len(gaps) and f.evidence["median_bytes"] == 8 * 32000 * 4
+    assert f.impact_ns == sum(gaps)
+    # The host's sampling is most of the idle time that gpu-idle would otherwise have claimed.
+    idle = finding(d, "gpu-idle")
+    assert idle is None or idle.impact_ns < f.impact_ns / 4
+
+
+def test_sampling_on_the_gpu_is_not_called_host_sampling(runs2):
+    d, _ = runs2["hf_sample_gpu"]
+    host, _ = runs2["hf_sample_host"]
+    assert finding(d, "host-sampling") is None
+    # What the finding promised: the same loop sampling on the GPU takes well under half the step.
+    assert d.summary.steady_state.step_ns_median < host.summary.steady_state.step_ns_median / 2
+
+
+def test_moe_routing_on_the_host_with_numbers_from_sql(runs2):
+    """transformers' eager experts loop: per layer a top-k, then nonzero/where per expert, each
+    reading a size back with cudaStreamSynchronize (8 layers, 8 experts)."""
+    d, con = runs2["hf_moe_eager"]
+    f = finding(d, "moe-routing")
+    assert f is not None and d.findings.index(f) <= 1
+    assert finding(d, "host-sync") is None  # its gaps are this finding's
+    st = d.summary.steady_state
+    steps = st.steps
+    assert f.evidence["layers_per_step"] == 8
+    by_name: dict[str, list[int]] = {}
+    for s, e, _stream, short, _dem, _grid, _g in kernels(con):
+        if s >= st.start_ns and e <= st.end_ns and ROUTING.search(short):
+            by_name.setdefault(short, []).append(e - s)
+    routing = {n: v for n, v in by_name.items() if len(v) >= 2 * steps}
+    assert f.evidence["routing_kernels"] == sum(len(v) for v in routing.values())
+    assert f.evidence["routing_ns"] == sum(sum(v) for v in routing.values())
+    syncs = con.execute(
+        """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        WHERE s.value LIKE 'cudaStreamSynchronize%' AND r.start >= ? AND r.start <= ?""",
+        (st.start_ns, st.end_ns),
+    ).fetchone()[0]
+    assert f.evidence["blocking_calls"] >= syncs > 8 * 8 * steps / 2
+    assert f.evidence["syncs_per_layer"] > 8
+
+
+def test_grouped_moe_routing_is_not_called_host_routed(runs2):
+    d, _ = runs2["hf_moe_grouped"]
+    eager, _ = runs2["hf_moe_eager"]
+    assert finding(d, "moe-routing") is None
+    assert d.summary.steady_state.step_ns_median < 0.7 * eager.summary.steady_state.step_ns_median

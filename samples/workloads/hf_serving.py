@@ -12,6 +12,14 @@ initialisation, in bf16 on the GPU. None of them adds NVTX ranges.
 - `startup`: no capture range (profile the whole process): build a ~1.3 B-parameter model
   on the CPU, move it to the GPU with `.to("cuda")` (pageable copies, each followed by a
   sync), then run back-to-back prefill forward passes under torch.no_grad and exit.
+- `moe`: one `generate()` call of a Mixtral-shaped mixture-of-experts model (8 experts, top-2)
+  with `--experts eager` (transformers' reference loop: one_hot, `nonzero` and, per expert hit,
+  `torch.where`, two GEMMs and `index_add_`; each `nonzero`/`where` reads a size back to the
+  host) or `--experts grouped_mm` (sort by expert, histc, one grouped GEMM per projection).
+- `sample`: a hand-written decode loop (DynamicCache, no `generate()`) that samples with
+  temperature and top-p either on the host (`--where host`: the logits of the last position
+  are copied to pageable host memory every step and sampled with NumPy; the chosen ids are
+  copied back) or on the GPU (`--where gpu`: softmax, sort, cumsum, multinomial; no copy).
 - `cb`: continuous batching, `model.generate_batch()` with `attn_implementation="paged|sdpa"`
   and CUDA graphs, for requests of varying prompt lengths; one warm-up call, then the
   measured call between cudaProfilerStart/Stop.
@@ -26,7 +34,7 @@ import random
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 
 def add_model_args(p, layers, hidden, heads, kv_heads, inter):
@@ -266,6 +274,104 @@ def run_cb(a):
         model.destroy_cached_continuous_batching_manager()
 
 
+def run_moe(a):
+    torch.manual_seed(0)
+    cfg = MixtralConfig(hidden_size=a.hidden, intermediate_size=a.intermediate, num_hidden_layers=a.layers,
+                        num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, vocab_size=a.vocab,
+                        num_local_experts=a.num_experts, num_experts_per_tok=a.top_k,
+                        max_position_embeddings=4096, attn_implementation="sdpa",
+                        experts_implementation=a.experts)
+    dtype = torch.bfloat16 if a.device == "cuda" else torch.float32
+    model = MixtralForCausalLM(cfg).to(device=a.device, dtype=dtype).eval()
+    forwards = count_forwards(model)
+    ids = torch.randint(0, a.vocab, (a.batch, a.prompt_len), device=a.device)
+    kw = dict(max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,
+              pad_token_id=0, eos_token_id=None)
+    with torch.no_grad():
+        model.generate(ids, **kw)  # warm-up
+        sync(a)
+        forwards["n"] = 0
+        profiler(a, True)
+        t0 = time.perf_counter()
+        out = model.generate(ids, **kw)
+        sync(a)
+        wall = time.perf_counter() - t0
+        profiler(a, False)
+    report(a, dict(workload="moe", experts=a.experts, resolved_experts=getattr(model.config, "_experts_implementation", None),
+                   num_experts=a.num_experts, top_k=a.top_k, batch=a.batch, prompt_len=a.prompt_len,
+                   new_tokens=a.new_tokens, layers=a.layers, out_shape=list(out.shape), forwards=forwards["n"],
+                   wall_ms=round(wall * 1e3, 3), ms_per_forward=round(wall * 1e3 / max(forwards["n"], 1), 3)))
+
+
+def sample_host(logits, temperature, top_p, rng):
+    """Temperature and top-p sampling in NumPy, one row per sequence (the logits are on the host)."""
+    import numpy as np
+    x = logits.astype(np.float64) / temperature
+    x -= x.max(axis=-1, keepdims=True)
+    p = np.exp(x)
+    p /= p.sum(axis=-1, keepdims=True)
+    out = []
+    for row in p:
+        order = np.argsort(-row)
+        cum = np.cumsum(row[order])
+        keep = order[: int(np.searchsorted(cum, top_p)) + 1]
+        q = row[keep] / row[keep].sum()
+        out.append(int(rng.choice(keep, p=q)))
+    return out
+
+
+def sample_gpu(logits, temperature, top_p, gen):
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+    cum = torch.cumsum(sorted_p, dim=-1)
+    sorted_p = sorted_p.masked_fill(cum - sorted_p > top_p, 0.0)
+    choice = torch.multinomial(sorted_p / sorted_p.sum(dim=-1, keepdim=True), 1, generator=gen)
+    return order.gather(-1, choice)
+
+
+def run_sample(a):
+    import numpy as np
+    from transformers import DynamicCache
+    model = build(a, "sdpa")
+    forwards = count_forwards(model)
+    ids = torch.randint(0, a.vocab, (a.batch, a.prompt_len), device=a.device)
+    rng = np.random.default_rng(0)
+    gen = torch.Generator(device=a.device).manual_seed(0)
+
+    def decode(n):
+        cache = DynamicCache()
+        out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+        tokens = []
+        for _ in range(n):
+            logits = out.logits[:, -1, :]
+            if a.where == "host":
+                host = logits.float().cpu().numpy()  # pageable copy: waits for the forward pass
+                nxt = torch.tensor(sample_host(host, a.temperature, a.top_p, rng), device=a.device)[:, None]
+            else:
+                nxt = sample_gpu(logits, a.temperature, a.top_p, gen)
+            tokens.append(nxt)
+            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+        return torch.cat(tokens, dim=1)
+
+    with torch.no_grad():
+        # Warm-up over the same lengths: cuDNN's SDPA builds (compiles and loads) an execution
+        # plan for each new KV length, which would otherwise dominate the measured steps
+        # (`--warmup-tokens 4` shows that).
+        decode(a.new_tokens if a.warmup_tokens is None else a.warmup_tokens)
+        sync(a)
+        forwards["n"] = 0
+        profiler(a, True)
+        t0 = time.perf_counter()
+        out = decode(a.new_tokens)
+        sync(a)
+        wall = time.perf_counter() - t0
+        profiler(a, False)
+    report(a, dict(workload="sample", where=a.where, batch=a.batch, prompt_len=a.prompt_len,
+                   new_tokens=a.new_tokens, layers=a.layers, vocab=a.vocab, out_shape=list(out.shape),
+                   forwards=forwards["n"], logits_bytes_per_step=a.batch * a.vocab * 4,
+                   wall_ms=round(wall * 1e3, 3), ms_per_token=round(wall * 1e3 / max(a.new_tokens, 1), 3)))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -281,6 +387,23 @@ def main(argv=None):
     s.add_argument("--batch", type=int, default=8)
     s.add_argument("--seq", type=int, default=1024)
     s.add_argument("--passes", type=int, default=20)
+    m = sub.add_parser("moe", help="one generate() call of a Mixtral-shaped MoE model")
+    add_model_args(m, layers=8, hidden=1024, heads=16, kv_heads=4, inter=1408)
+    m.add_argument("--experts", choices=["eager", "grouped_mm"], default="eager")
+    m.add_argument("--num-experts", type=int, default=8)
+    m.add_argument("--top-k", type=int, default=2)
+    m.add_argument("--batch", type=int, default=8)
+    m.add_argument("--prompt-len", type=int, default=128)
+    m.add_argument("--new-tokens", type=int, default=32)
+    d = sub.add_parser("sample", help="a decode loop sampling on the host or on the GPU")
+    add_model_args(d, layers=8, hidden=1024, heads=16, kv_heads=4, inter=2816)
+    d.add_argument("--where", choices=["host", "gpu"], default="host")
+    d.add_argument("--batch", type=int, default=8)
+    d.add_argument("--prompt-len", type=int, default=128)
+    d.add_argument("--new-tokens", type=int, default=32)
+    d.add_argument("--temperature", type=float, default=0.8)
+    d.add_argument("--top-p", type=float, default=0.9)
+    d.add_argument("--warmup-tokens", type=int, help="tokens of the warm-up decode (default: --new-tokens)")
     c = sub.add_parser("cb", help="continuous batching generate_batch() with CUDA graphs")
     add_model_args(c, layers=8, hidden=1024, heads=16, kv_heads=4, inter=2816)
     c.add_argument("--requests", type=int, default=32)
@@ -291,7 +414,8 @@ def main(argv=None):
     c.add_argument("--max-memory-percent", type=float, default=0.3)
     c.add_argument("--no-graphs", dest="graphs", action="store_false")
     a = p.parse_args(argv)
-    {"generate": run_generate, "startup": run_startup, "cb": run_cb}[a.cmd](a)
+    {"generate": run_generate, "startup": run_startup, "cb": run_cb, "moe": run_moe,
+     "sample": run_sample}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 -- first_pid: process of the interval's first operation.
 -- first_name: name of the interval's first operation.
 -- first_kind: kind of the interval's first operation (kernel, graph, memcpy, memset).
+-- last_correlation_id: correlation id of the operation that ended last in the interval.
 CREATE TABLE gpu_busy AS
 WITH o AS (
     SELECT device_id, start, "end", correlation_id, pid, name, kind,
@@ -26,5 +27,6 @@ SELECT device_id, min(start) AS start, max("end") AS "end", max("end") - min(sta
        arg_min(correlation_id, start) AS first_correlation_id,
        arg_min(pid, start) AS first_pid,
        arg_min(name, start) AS first_name,
-       arg_min(kind, start) AS first_kind
+       arg_min(kind, start) AS first_kind,
+       arg_max(correlation_id, "end") AS last_correlation_id
 FROM g GROUP BY device_id, island;

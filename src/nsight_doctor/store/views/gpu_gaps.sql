@@ -39,6 +39,12 @@
 --   10 ms: the GPU drained and waited for the CPU to refill it), or cpu (a gap of 100 us or
 --   more with the CPU mostly outside CUDA: host code).
 -- launch_side: for launch gaps, cpu (the CPU issued the operation late) or gpu; else NULL.
+-- readback_bytes: when the gap began with a device-to-host copy finishing (the GPU's last
+--   operation before it), the bytes of that copy; else NULL.
+-- after_readback: readback_bytes is 64 KiB or more: the host received more than a few scalars
+--   (the logits of one sequence over a 32 k vocabulary in bf16 are 64 KB) and the GPU waited
+--   while it worked on them. One definition for the rules: host-sampling claims these gaps
+--   (of cause cpu, api or sync) and gpu-idle and host-sync leave them out.
 CREATE TABLE gpu_gaps AS
 WITH b AS (
     SELECT device_id, start, "end",
@@ -46,13 +52,17 @@ WITH b AS (
            lead(first_correlation_id) OVER w AS next_corr,
            lead(first_pid) OVER w AS next_pid,
            lead(first_name) OVER w AS next_name,
-           lead(first_kind) OVER w AS next_kind
+           lead(first_kind) OVER w AS next_kind, last_correlation_id AS prev_corr
     FROM gpu_busy WINDOW w AS (PARTITION BY device_id ORDER BY start)
+), readbacks AS (
+    SELECT device_id, correlation_id, max(bytes) AS bytes FROM memcpy
+    WHERE direction IN ('DtoH', 'AtoH') GROUP BY ALL
 ), g AS (
-    SELECT device_id, "end" AS start, next_start AS "end", next_start - "end" AS duration,
-           next_corr, next_pid AS pid, next_name AS next_op, next_kind,
-           "end" + (next_start - "end") // 2 AS mid
-    FROM b WHERE next_start IS NOT NULL
+    SELECT b.device_id, b."end" AS start, b.next_start AS "end", b.next_start - b."end" AS duration,
+           b.next_corr, b.next_pid AS pid, b.next_name AS next_op, b.next_kind, r.bytes AS readback_bytes,
+           b."end" + (b.next_start - b."end") // 2 AS mid
+    FROM b LEFT JOIN readbacks r ON r.device_id = b.device_id AND r.correlation_id = b.prev_corr
+    WHERE b.next_start IS NOT NULL
 ), firsts AS (
     -- The first execution of each kernel name on each GPU.
     SELECT device_id, name, min(start) AS start FROM gpu_ops WHERE kind = 'kernel' GROUP BY ALL
@@ -134,6 +144,7 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
        CASE WHEN synced THEN bc_end END AS blocking_end,
        CASE WHEN synced THEN bc_reason END AS blocking_reason,
        one_time_ns, alloc_ns, copy_ns, other_api_ns, top_api,
+       readback_bytes, coalesce(readback_bytes >= 65536, false) AS after_readback,
        CASE
            WHEN launch_end IS NOT NULL AND launch_end <= start AND duration < 20000 THEN 'launch'
            WHEN launch_end IS NOT NULL AND launch_end <= start THEN 'queued'

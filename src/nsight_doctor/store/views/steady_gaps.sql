@@ -16,11 +16,13 @@
 -- next_op: the operation that ended it.
 -- next_kind: that operation's kind.
 -- pid: the process that issued it.
+-- readback_bytes: the bytes of the device-to-host copy the gap began with (see gpu_gaps).
+-- after_readback: whether that copy was 64 KiB or more (see gpu_gaps).
 -- phase: the steady phase's name (prefill, decode, mixed or steady).
 CREATE VIEW steady_gaps AS
 SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.blocking_name,
        g.blocking_reason, g.copy_ns, g.alloc_ns, g.other_api_ns, g.top_api, g.next_op, g.next_kind,
-       g.pid, p.name AS phase
+       g.pid, g.readback_bytes, g.after_readback, p.name AS phase
 FROM gpu_gaps g
 ASOF JOIN phases p ON p.device_id = g.device_id AND g.start >= p.start
 WHERE g."end" <= p."end" AND p.steady;
