@@ -315,3 +315,38 @@ def test_grouped_moe_routing_is_not_called_host_routed(runs2):
     eager, _ = runs2["hf_moe_eager"]
     assert finding(d, "moe-routing") is None
     assert d.summary.steady_state.step_ns_median < 0.7 * eager.summary.steady_state.step_ns_median
+
+
+def test_kernels_built_per_new_length_are_the_top_finding_with_numbers_from_sql():
+    """hf_sdpa_new_shapes: the warm-up decoded 4 tokens, so every measured step meets a new KV
+    length and cuDNN builds and loads an SDPA plan for it (cuLibraryLoadData) while the GPU
+    waits."""
+    path = sample("hf_sdpa_new_shapes")
+    d = analyze([path])
+    f = d.findings[0]
+    assert f.rule_id == "steady-compile"
+    st = d.summary.steady_state
+    assert st is not None and st.steps
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    busy: list[list[int]] = []
+    for s, e, *_ in gpu_ops(con):
+        if busy and s <= busy[-1][1]:
+            busy[-1][1] = max(busy[-1][1], e)
+        else:
+            busy.append([s, e])
+    gaps = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
+    loads = con.execute(
+        """SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        WHERE s.value LIKE 'cuLibraryLoad%' OR s.value LIKE 'cuModuleLoad%'"""
+    ).fetchall()
+    hit = [
+        (s, e)
+        for s, e in gaps
+        if e - s >= 1_000_000 and st.start_ns <= s and e <= st.end_ns and any(a < e and b > s for a, b in loads)
+    ]
+    assert len(hit) >= st.steps - 4  # one new length per step
+    assert f.evidence["gaps"] == len(hit)
+    assert f.impact_ns == sum(e - s for s, e in hit)
+    assert f.evidence["idle_pct"] > 50
+    # Warmed up over the same lengths, the same loop builds nothing while measured.
+    assert finding(analyze([sample("hf_sample_gpu")]), "steady-compile") is None

@@ -3,8 +3,8 @@
 -- when the profile looks like a model loop (its steady state has steps); otherwise, and for an
 -- unknown framework, the generic text.
 --
--- topic: cuda-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, host-overhead,
---   batch-more, attention-backend, static-kv-cache, pinned-memory or startup.
+-- topic: cuda-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
+--   host-overhead, batch-more, attention-backend, static-kv-cache, pinned-memory or startup.
 -- framework: the framework whose text this is (generic when none applies).
 -- text: the advice.
 CREATE VIEW advice AS

@@ -20,6 +20,8 @@
 -- one_time_ns: CPU time, within the gap, in one-time CUDA work (api_calls.one_time: loading
 --   code, building graphs, creating streams and events, pinning host memory), ns; gaps of
 --   100 us or more only, else NULL (as for the next three columns).
+-- module_ns: CPU time within the gap in loading code (cuModuleLoad*, cuLibraryLoad*, cuLink*),
+--   ns; gaps of 100 us or more only.
 -- alloc_ns: CPU time within the gap in device memory allocation calls, ns.
 -- copy_ns: CPU time within the gap in copy and memset calls that do not block (e.g. staging
 --   pageable host data), ns.
@@ -34,7 +36,9 @@
 --   another stream, an event, another process), setup (a gap of 100 us or more, at least half
 --   of it in one-time CUDA work; or a gap of 1 ms or more before a kernel's first execution
 --   with a module load in it or a launch call lasting half of it: compiling and loading the
---   kernel, as Triton's JIT or lazy loading do), api (at least half in other CUDA calls: allocation,
+--   kernel, as Triton's JIT or lazy loading do; or a gap of 1 ms or more, with no blocking
+--   call returning in it, in which code was loaded (module_ns > 0): a new variant of a kernel
+--   that ran before, compiled for new shapes, as cuDNN's SDPA does per sequence length), api (at least half in other CUDA calls: allocation,
 --   non-blocking copies, ...), sync (a blocking call returned in the first half of a gap under
 --   10 ms: the GPU drained and waited for the CPU to refill it), or cpu (a gap of 100 us or
 --   more with the CPU mostly outside CUDA: host code).
@@ -124,6 +128,7 @@ WITH b AS (
 ), a AS (
     SELECT device_id, start,
            coalesce(sum(overlap) FILTER (WHERE one_time), 0) AS one_time_ns,
+           coalesce(sum(overlap) FILTER (WHERE regexp_matches(name, '^(cuModuleLoad|cuLibraryLoad|cuLink)')), 0) AS module_ns,
            coalesce(sum(overlap) FILTER (WHERE category = 'alloc'), 0) AS alloc_ns,
            coalesce(sum(overlap) FILTER (WHERE category IN ('memcpy', 'memset')), 0) AS copy_ns,
            coalesce(sum(overlap) FILTER (WHERE category = 'other'), 0) AS other_api_ns,
@@ -132,6 +137,7 @@ WITH b AS (
 ), c AS (
     SELECT k.*,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.one_time_ns, 0) END AS one_time_ns,
+           CASE WHEN k.duration >= 100000 THEN coalesce(a.module_ns, 0) END AS module_ns,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.alloc_ns, 0) END AS alloc_ns,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.copy_ns, 0) END AS copy_ns,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.other_api_ns, 0) END AS other_api_ns,
@@ -143,7 +149,7 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
        CASE WHEN synced THEN bc_name END AS blocking_name,
        CASE WHEN synced THEN bc_end END AS blocking_end,
        CASE WHEN synced THEN bc_reason END AS blocking_reason,
-       one_time_ns, alloc_ns, copy_ns, other_api_ns, top_api,
+       one_time_ns, module_ns, alloc_ns, copy_ns, other_api_ns, top_api,
        readback_bytes, coalesce(readback_bytes >= 65536, false) AS after_readback,
        CASE
            WHEN launch_end IS NOT NULL AND launch_end <= start AND duration < 20000 THEN 'launch'
@@ -152,6 +158,10 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
            -- Before a kernel's first launch: compiling and loading it (JIT, lazy module loading).
            WHEN duration >= 1000000 AND first_launch
                 AND (one_time_ns > 0 OR 2 * (launch_end - launch_start) >= duration) THEN 'setup'
+           -- Code loaded in a long gap before a kernel that ran before: a library or JIT compiled
+           -- a new variant for new shapes (cuDNN builds an SDPA plan per sequence length,
+           -- Triton and torch.compile recompile), most of it on the CPU outside CUDA calls.
+           WHEN duration >= 1000000 AND module_ns > 0 AND NOT synced THEN 'setup'
            -- Most of the gap inside the launch call of the next kernel or graph (a graph launch).
            WHEN is_launch AND 2 * (launch_end - greatest(launch_start, start)) >= duration THEN 'launch'
            WHEN duration >= 100000 AND 2 * (alloc_ns + copy_ns + other_api_ns) >= duration THEN 'api'
@@ -165,6 +175,7 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
            WHEN duration >= 100000 AND 2 * one_time_ns >= duration THEN NULL
            WHEN duration >= 1000000 AND first_launch
                 AND (one_time_ns > 0 OR 2 * (launch_end - launch_start) >= duration) THEN NULL
+           WHEN duration >= 1000000 AND module_ns > 0 AND NOT synced THEN NULL
            WHEN is_launch AND 2 * (launch_end - greatest(launch_start, start)) >= duration THEN 'cpu'
            WHEN duration >= 100000 AND 2 * (alloc_ns + copy_ns + other_api_ns) >= duration THEN NULL
            WHEN synced AND duration < 10000000 THEN NULL

@@ -10,6 +10,7 @@
 -- blocking_name: the blocking call that returned in it, if any.
 -- blocking_reason: that call's reason (see blocking_calls).
 -- copy_ns: CPU time in non-blocking copy calls within it (gaps of 100 us or more), ns.
+-- module_ns: CPU time in loading code within it (gaps of 100 us or more), ns.
 -- alloc_ns: CPU time in allocation calls within it, ns.
 -- other_api_ns: CPU time in other CUDA calls within it, ns.
 -- top_api: the CUDA call with the most time in it.
@@ -21,7 +22,7 @@
 -- phase: the steady phase's name (prefill, decode, mixed or steady).
 CREATE VIEW steady_gaps AS
 SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.blocking_name,
-       g.blocking_reason, g.copy_ns, g.alloc_ns, g.other_api_ns, g.top_api, g.next_op, g.next_kind,
+       g.blocking_reason, g.copy_ns, g.module_ns, g.alloc_ns, g.other_api_ns, g.top_api, g.next_op, g.next_kind,
        g.pid, g.readback_bytes, g.after_readback, p.name AS phase
 FROM gpu_gaps g
 ASOF JOIN phases p ON p.device_id = g.device_id AND g.start >= p.start
