@@ -102,3 +102,21 @@ def test_gpu_metrics_of_a_2022_4_export_are_read_from_generic_events():
     # estimate is withheld rather than capped, and low-sm-activity does not fire.
     assert metrics["sm_active"]["avg_busy"] is None
     assert "low-sm-activity" not in [f.rule_id for f in d.findings]
+
+
+@requires_corpus
+def test_a_first_pass_that_compiles_is_warm_up_not_steady_state():
+    """SGLang's first request (one A100 of eight): 16 ms of work, then 511 ms compiling its
+    Triton attention kernel (cuModuleLoadData before the first `_fwd_kernel`), then that one
+    kernel. The work before the compile is the first pass, so it is warm-up; what is left is
+    too short to judge."""
+    d = analyze([CORPUS / "flyinglandlord__sglang" / "baseline-report.export-nsys2025.3.sqlite"])
+    names = [p.name for p in d.summary.phases if p.device_id == 0]
+    assert names == ["startup", "warmup", "warmup", "steady"]
+    compile_phase = [p for p in d.summary.phases if p.name == "warmup"][1]
+    assert compile_phase.duration_ns > 500e6 and compile_phase.busy_pct == 0
+    assert d.summary.steady_state is not None and d.summary.steady_state.window_ns < 1e6
+    assert not [f for f in d.findings if f.scope == "steady"]
+    short = [f for f in d.findings if f.rule_id == "short-capture"]
+    assert short and "steady state holds only 1 GPU operation over" in short[0].title
+    assert [f.rule_id for f in d.findings if f.scope == "startup"] == ["startup"]

@@ -17,7 +17,9 @@
 -- - steady: steady work whose steps are not found or not of a known kind.
 -- - idle: a gap of at least 100 ms and 10 median steps (or, without steps, 10% of the window)
 --   splits the stretches around it; such a gap spent in one-time work (gpu_gaps.cause setup:
---   compiling and loading a kernel, building a graph) is warmup instead.
+--   compiling and loading a kernel, building a graph) is warmup instead, and so is the steady
+--   work before it when there is less of it than the gap lasted: the first pass, whose first
+--   launch of a kernel triggered the compilation.
 --
 -- device_id: CUDA device id.
 -- phase: phase number on this GPU, from 1, in time order.
@@ -179,10 +181,26 @@ WITH act AS (
     FROM extended f JOIN piece_starts p USING (id) JOIN piece_ends q ON q.id = p.id AND q.n = p.n
     UNION ALL
     SELECT device_id, name, start, "end", 'inferred', NULL, NULL, NULL FROM idle_gaps
+), first_pass AS (
+    -- The last compile stretch (warmup idle stretch) with less steady work before it than its
+    -- own length: everything before it is the first pass.
+    SELECT i.device_id, max(i.start) AS until
+    FROM idle_gaps i
+    WHERE i.name = 'warmup'
+      AND (SELECT coalesce(sum(p."end" - p.start), 0) FROM pieces p
+           WHERE p.device_id = i.device_id AND p."end" <= i.start
+             AND p.name IN ('prefill', 'decode', 'mixed', 'steady')) < i."end" - i.start
+    GROUP BY i.device_id
+), named AS (
+    SELECT p.device_id,
+           CASE WHEN p.name IN ('prefill', 'decode', 'mixed', 'steady') AND p."end" <= f.until THEN 'warmup'
+                ELSE p.name END AS name,
+           p.start, p."end", p.source, p.steps, p.step_ns_median, p.step_ns_p90
+    FROM pieces p LEFT JOIN first_pass f USING (device_id)
 ), busy AS (
     SELECT c.device_id, c.start, c.name,
            coalesce(sum(least(b."end", c."end") - greatest(b.start, c.start)) FILTER (WHERE b.start IS NOT NULL), 0) AS busy_ns
-    FROM pieces c LEFT JOIN gpu_busy b ON b.device_id = c.device_id AND b.start < c."end" AND b."end" > c.start
+    FROM named c LEFT JOIN gpu_busy b ON b.device_id = c.device_id AND b.start < c."end" AND b."end" > c.start
     GROUP BY ALL
 )
 SELECT c.device_id, row_number() OVER (PARTITION BY c.device_id ORDER BY c.start, c."end") AS phase,
@@ -190,6 +208,6 @@ SELECT c.device_id, row_number() OVER (PARTITION BY c.device_id ORDER BY c.start
        c.step_ns_median, c.step_ns_p90, b.busy_ns,
        100.0 * b.busy_ns / nullif(c."end" - c.start, 0) AS busy_pct,
        c.name IN ('prefill', 'decode', 'mixed', 'steady') AS steady
-FROM pieces c JOIN busy b USING (device_id, start, name)
+FROM named c JOIN busy b USING (device_id, start, name)
 WHERE c."end" > c.start
 ORDER BY c.device_id, phase;
