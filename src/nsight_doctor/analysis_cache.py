@@ -18,46 +18,21 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import types
 import typing
 from collections.abc import Sequence
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from nsight_doctor.cachedir import cache_dir, code_digest, write_atomic
 from nsight_doctor.model import Diagnosis, Finding, Rule, Skipped
 from nsight_doctor.sections import Summary
 
 CACHE_FORMAT = 1
-CODE_SUFFIXES = (".py", ".sql", ".yaml", ".yml", ".json", ".csv")
 
 
 def cache_root() -> Path:
-    from nsight_doctor.ingest.cache import cache_dir
-
     return cache_dir()
-
-
-@lru_cache(maxsize=1)
-def code_digest() -> str:
-    """sha256 over nsight-doctor's code and data files (views, column maps, taxonomy)."""
-    h = hashlib.sha256()
-    root = resources.files("nsight_doctor")
-
-    def visit(node: Any, rel: str) -> None:
-        for child in sorted(node.iterdir(), key=lambda c: c.name):
-            if child.name == "__pycache__":
-                continue
-            if child.is_dir():
-                visit(child, f"{rel}{child.name}/")
-            elif child.name.endswith(CODE_SUFFIXES):
-                h.update(f"{rel}{child.name}\0".encode())
-                h.update(child.read_bytes())
-
-    visit(root, "")
-    return h.hexdigest()
 
 
 def analysis_digest(rules: Sequence[Rule], largest_gaps: int) -> str:
@@ -113,18 +88,6 @@ def content_sha256(path: str | os.PathLike) -> str:
     except OSError:
         pass  # a read-only cache only costs speed
     return digest
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def inputs_key(inputs: Sequence[str | os.PathLike]) -> str | None:

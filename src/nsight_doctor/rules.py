@@ -9,18 +9,19 @@ rule's thresholds bound as $parameters. Each row it returns is a finding; the ro
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
-import jsonschema
 import yaml
 
+from nsight_doctor.cachedir import cache_dir, code_digest, write_atomic
 from nsight_doctor.db import bind_sql, plain, scalar
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import (
@@ -35,6 +36,10 @@ from nsight_doctor.model import (
     scope_rank,
     severity_rank,
 )
+
+if TYPE_CHECKING:
+    import duckdb
+    import jsonschema
 
 PARAM_RE = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
@@ -51,6 +56,8 @@ def builtin_rules_dir() -> Path:
 @lru_cache(maxsize=1)
 def validator() -> jsonschema.protocols.Validator:
     """The rule-file schema, with the severities and tags of model.py (their one source)."""
+    import jsonschema  # only when a rule file is validated (not on a cache hit): 50 ms
+
     schema = json.loads(resources.files("nsight_doctor").joinpath("rule_schema.json").read_text())
     schema["properties"]["severity"]["enum"] = SEVERITIES
     schema["properties"]["tags"]["items"]["enum"] = list(TAGS)
@@ -68,29 +75,18 @@ def rule_files(folder: Path) -> list[Path]:
 
 def load_rule(path: Path) -> Rule:
     try:
-        data = yaml.load(path.read_text(), Loader=YAML_LOADER)
-    except (OSError, yaml.YAMLError) as e:
+        raw = path.read_bytes()
+    except OSError as e:
         raise RuleError(f"{path}: not a readable YAML file ({e})") from None
-    try:
-        validator().validate(data)
-    except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(top)"
-        raise RuleError(f"{path}: {where}: {e.message}") from None
-    if data["id"] != path.stem:
-        raise RuleError(f"{path}: the file must be named after the rule id ({data['id']}.yaml)")
+    key = validated_key(raw)
+    data = cached_rule_data(key)
+    if data is None or data.get("id") != path.stem:
+        data = validate_rule_file(path, raw)
+        save_rule_data(key, data)
     thresholds = {
         name: Threshold(name=name, default=t["default"], doc=t["doc"])
         for name, t in (data.get("thresholds") or {}).items()
     }
-    for sql_name, sql in [("query", data["query"]), *data.get("details", {}).items()]:
-        check_select(path, sql_name, sql)
-        # Details may also use $row_<column>: a value of the finding's own row.
-        allowed = thresholds.keys() | (
-            {p for p in PARAM_RE.findall(sql) if p.startswith("row_")} if sql_name != "query" else set()
-        )
-        unknown = set(PARAM_RE.findall(sql)) - allowed
-        if unknown:
-            raise RuleError(f"{path}: {sql_name} uses ${', $'.join(sorted(unknown))}, which is not a threshold")
     test_path = path.with_name(f"{data['id']}.test.yaml")
     return Rule(
         id=data["id"],
@@ -113,7 +109,75 @@ def load_rule(path: Path) -> Rule:
     )
 
 
+def validate_rule_file(path: Path, raw: bytes) -> dict[str, Any]:
+    """The rule file's data, checked against the schema, its name and its SQL."""
+    import jsonschema
+
+    try:
+        data = yaml.load(raw.decode(), Loader=YAML_LOADER)
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        raise RuleError(f"{path}: not a readable YAML file ({e})") from None
+    try:
+        validator().validate(data)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "(top)"
+        raise RuleError(f"{path}: {where}: {e.message}") from None
+    if data["id"] != path.stem:
+        raise RuleError(f"{path}: the file must be named after the rule id ({data['id']}.yaml)")
+    thresholds = (data.get("thresholds") or {}).keys()
+    for sql_name, sql in [("query", data["query"]), *data.get("details", {}).items()]:
+        check_select(path, sql_name, sql)
+        # Details may also use $row_<column>: a value of the finding's own row.
+        allowed = thresholds | (
+            {p for p in PARAM_RE.findall(sql) if p.startswith("row_")} if sql_name != "query" else set()
+        )
+        unknown = set(PARAM_RE.findall(sql)) - allowed
+        if unknown:
+            raise RuleError(f"{path}: {sql_name} uses ${', $'.join(sorted(unknown))}, which is not a threshold")
+    return data
+
+
+# --- validated rule files, cached by content ----------------------------------------------------
+# Parsing and validating every rule file (YAML, the JSON schema, DuckDB's parser for the SQL)
+# took about a third of a cached re-analysis and most of `rules list`. A file that passed is
+# kept as JSON under <cache>/rules/, keyed by its bytes and nsight-doctor's own code (which
+# holds the schema and the vocabularies), so an edited file or a new version validates again.
+
+
+def validated_key(raw: bytes) -> str:
+    return hashlib.sha256(code_digest().encode() + b"\0" + raw).hexdigest()
+
+
+def rules_cache_dir() -> Path | None:
+    if os.environ.get("NSIGHT_DOCTOR_NO_CACHE"):
+        return None
+    return cache_dir() / "rules"
+
+
+def cached_rule_data(key: str) -> dict[str, Any] | None:
+    folder = rules_cache_dir()
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def save_rule_data(key: str, data: dict[str, Any]) -> None:
+    folder = rules_cache_dir()
+    if folder is None:
+        return
+    try:
+        write_atomic(folder / f"{key}.json", json.dumps(data))
+    except (OSError, TypeError, ValueError):
+        pass  # a cache that cannot be written only costs time
+
+
 def check_select(path: Path, name: str, sql: str) -> None:
+    import duckdb
+
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as e:
@@ -213,6 +277,8 @@ def params_for(sql: str, rule: Rule, extra: dict[str, Any] | None = None) -> dic
 
 
 def view_has_rows(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    import duckdb
+
     try:
         return bool(scalar(con, f"SELECT EXISTS (SELECT 1 FROM {view})"))
     except duckdb.Error as e:
@@ -276,6 +342,8 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
 
 
 def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -> list[dict[str, Any]]:
+    import duckdb
+
     try:
         cur = con.execute(sql, params_for(sql, rule, extra))
         cols = [d[0] for d in cur.description]

@@ -18,18 +18,10 @@ import tempfile
 import zlib
 from pathlib import Path
 
+from nsight_doctor.cachedir import cache_dir
 from nsight_doctor.errors import InputError
 
 _fallback: dict[str, str] = {}  # "folder": the temporary folder, "reason": why, "used": since the last note
-
-
-def cache_dir() -> Path:
-    """$NSIGHT_DOCTOR_CACHE, else $XDG_CACHE_HOME/nsight-doctor, else ~/.cache/nsight-doctor."""
-    env = os.environ.get("NSIGHT_DOCTOR_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "nsight-doctor"
 
 
 def writable(d: Path) -> str | None:

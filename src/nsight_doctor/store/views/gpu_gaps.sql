@@ -150,7 +150,6 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
        CASE WHEN synced THEN bc_end END AS blocking_end,
        CASE WHEN synced THEN bc_reason END AS blocking_reason,
        one_time_ns, module_ns, alloc_ns, copy_ns, other_api_ns, top_api,
-       readback_bytes, coalesce(readback_bytes >= 65536, false) AS after_readback,
        CASE
            WHEN launch_end IS NOT NULL AND launch_end <= start AND duration < 20000 THEN 'launch'
            WHEN launch_end IS NOT NULL AND launch_end <= start THEN 'queued'
@@ -180,5 +179,6 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
            WHEN duration >= 100000 AND 2 * (alloc_ns + copy_ns + other_api_ns) >= duration THEN NULL
            WHEN synced AND duration < 10000000 THEN NULL
            WHEN duration < 100000 THEN 'cpu'
-       END AS launch_side
+       END AS launch_side,
+       readback_bytes, coalesce(readback_bytes >= 65536, false) AS after_readback
 FROM c;
