@@ -264,8 +264,8 @@ def test_sampling_on_the_host_is_the_top_finding_with_numbers_from_sql(runs2):
     busy_until = 0
     for (_s, e, kind, nbytes, ck), nxt in itertools.pairwise(ops):
         busy_until = max(busy_until, e)
-        # A device-to-host copy (copyKind 2) of 64 KiB or more that the GPU's work ends with.
-        if kind == "memcpy" and ck == 2 and nbytes >= 65536 and e == busy_until and nxt[0] > e:
+        # A device-to-host copy (copyKind 2) of 32 KiB or more that the GPU's work ends with.
+        if kind == "memcpy" and ck == 2 and nbytes >= 32768 and e == busy_until and nxt[0] > e:
             if st.start_ns <= e and nxt[0] <= st.end_ns:
                 gaps.append(nxt[0] - e)
     assert len(gaps) == 32 == st.steps

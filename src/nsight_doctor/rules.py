@@ -80,9 +80,17 @@ def load_rule(path: Path) -> Rule:
         raise RuleError(f"{path}: not a readable YAML file ({e})") from None
     key = validated_key(raw)
     data = cached_rule_data(key)
-    if data is None or data.get("id") != path.stem:
-        data = validate_rule_file(path, raw)
-        save_rule_data(key, data)
+    if data is not None and data.get("id") == path.stem:
+        try:
+            return rule_from_data(path, data)
+        except (KeyError, TypeError, AttributeError):
+            pass  # a damaged cache entry: validate the file again
+    data = validate_rule_file(path, raw)
+    save_rule_data(key, data)
+    return rule_from_data(path, data)
+
+
+def rule_from_data(path: Path, data: dict[str, Any]) -> Rule:
     thresholds = {
         name: Threshold(name=name, default=t["default"], doc=t["doc"])
         for name, t in (data.get("thresholds") or {}).items()
@@ -140,8 +148,10 @@ def validate_rule_file(path: Path, raw: bytes) -> dict[str, Any]:
 # --- validated rule files, cached by content ----------------------------------------------------
 # Parsing and validating every rule file (YAML, the JSON schema, DuckDB's parser for the SQL)
 # took about a third of a cached re-analysis and most of `rules list`. A file that passed is
-# kept as JSON under <cache>/rules/, keyed by its bytes and nsight-doctor's own code (which
-# holds the schema and the vocabularies), so an edited file or a new version validates again.
+# kept as JSON under <cache>/rules/ (a private folder), keyed by its bytes and nsight-doctor's
+# own code (which holds the schema and the vocabularies), so an edited file or a new version
+# validates again. The cache only saves time: every query is still checked to be one SELECT
+# right before it runs (evaluate_rule), so a planted entry cannot run anything else.
 
 
 def validated_key(raw: bytes) -> str:
@@ -170,6 +180,7 @@ def save_rule_data(key: str, data: dict[str, Any]) -> None:
     if folder is None:
         return
     try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_atomic(folder / f"{key}.json", json.dumps(data))
     except (OSError, TypeError, ValueError):
         pass  # a cache that cannot be written only costs time
@@ -304,6 +315,8 @@ def evaluate(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> tuple[list[Fi
 
 
 def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
+    for name, sql in [("query", rule.query), *rule.details.items()]:
+        check_select(rule.path or Path(rule.id), name, sql)
     rows = run_query(con, rule, "query", rule.query)
     query = bind_sql(rule.query, params_for(rule.query, rule))
     out = []

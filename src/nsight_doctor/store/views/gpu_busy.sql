@@ -11,6 +11,7 @@
 -- first_name: name of the interval's first operation.
 -- first_kind: kind of the interval's first operation (kernel, graph, memcpy, memset).
 -- last_correlation_id: correlation id of the operation that ended last in the interval.
+-- last_pid: the process of that operation.
 CREATE TABLE gpu_busy AS
 WITH o AS (
     SELECT device_id, start, "end", correlation_id, pid, name, kind,
@@ -28,5 +29,6 @@ SELECT device_id, min(start) AS start, max("end") AS "end", max("end") - min(sta
        arg_min(pid, start) AS first_pid,
        arg_min(name, start) AS first_name,
        arg_min(kind, start) AS first_kind,
-       arg_max(correlation_id, "end") AS last_correlation_id
+       arg_max(correlation_id, "end") AS last_correlation_id,
+       arg_max(pid, "end") AS last_pid
 FROM g GROUP BY device_id, island;

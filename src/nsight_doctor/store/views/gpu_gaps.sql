@@ -45,9 +45,9 @@
 -- launch_side: for launch gaps, cpu (the CPU issued the operation late) or gpu; else NULL.
 -- readback_bytes: when the gap began with a device-to-host copy finishing (the GPU's last
 --   operation before it), the bytes of that copy; else NULL.
--- after_readback: readback_bytes is 64 KiB or more: the host received more than a few scalars
---   (the logits of one sequence over a 32 k vocabulary in bf16 are 64 KB) and the GPU waited
---   while it worked on them. One definition for the rules: host-sampling claims these gaps
+-- after_readback: readback_bytes is 32 KiB or more: the host received more than a few scalars
+--   (the logits of one sequence over a 16 k vocabulary in bf16 are 32 KB, over 32 k 64 KB) and
+--   the GPU waited while it worked on them. One definition for the rules: host-sampling claims these gaps
 --   (of cause cpu, api or sync) and gpu-idle and host-sync leave them out.
 CREATE TABLE gpu_gaps AS
 WITH b AS (
@@ -56,16 +56,19 @@ WITH b AS (
            lead(first_correlation_id) OVER w AS next_corr,
            lead(first_pid) OVER w AS next_pid,
            lead(first_name) OVER w AS next_name,
-           lead(first_kind) OVER w AS next_kind, last_correlation_id AS prev_corr
+           lead(first_kind) OVER w AS next_kind, last_correlation_id AS prev_corr,
+           last_pid AS prev_pid
     FROM gpu_busy WINDOW w AS (PARTITION BY device_id ORDER BY start)
 ), readbacks AS (
-    SELECT device_id, correlation_id, max(bytes) AS bytes FROM memcpy
+    -- (correlation ids are unique within a process)
+    SELECT device_id, pid, correlation_id, max(bytes) AS bytes FROM memcpy
     WHERE direction IN ('DtoH', 'AtoH') GROUP BY ALL
 ), g AS (
     SELECT b.device_id, b."end" AS start, b.next_start AS "end", b.next_start - b."end" AS duration,
            b.next_corr, b.next_pid AS pid, b.next_name AS next_op, b.next_kind, r.bytes AS readback_bytes,
            b."end" + (b.next_start - b."end") // 2 AS mid
     FROM b LEFT JOIN readbacks r ON r.device_id = b.device_id AND r.correlation_id = b.prev_corr
+         AND r.pid IS NOT DISTINCT FROM b.prev_pid
     WHERE b.next_start IS NOT NULL
 ), firsts AS (
     -- The first execution of each kernel name on each GPU.
@@ -180,5 +183,5 @@ SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, 
            WHEN synced AND duration < 10000000 THEN NULL
            WHEN duration < 100000 THEN 'cpu'
        END AS launch_side,
-       readback_bytes, coalesce(readback_bytes >= 65536, false) AS after_readback
+       readback_bytes, coalesce(readback_bytes >= 32768, false) AS after_readback
 FROM c;

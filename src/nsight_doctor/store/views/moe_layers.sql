@@ -4,7 +4,8 @@
 -- vocabulary-wide top-k or sort for sampling runs once per step) and is one of: a fused routing
 -- kernel (category moe, less the expert GEMMs), a top-k, the sort and histogram that group
 -- tokens by expert, or the stream compaction behind torch.nonzero / torch.where. The layers are
--- recognised by the top-k or fused routing kernel launched most often per step.
+-- counted by the gating kernel (a top-k or gating kernel) launched most often per step.
+-- Expert GEMMs (fused_moe_kernel, Marlin MoE, MoE FC GEMMs, grouped GEMMs) are never routing.
 --
 -- device_id: CUDA device id.
 -- steps: steps in the steady state.
@@ -14,6 +15,7 @@
 -- kernel_ns: all kernel time in the steady state, ns.
 -- routing_pct: routing_ns as % of kernel_ns.
 -- top_kernel: the routing kernel with the most time.
+-- fused: whether the steady state runs its experts in fused or grouped MoE GEMM kernels.
 -- blocking_calls: blocking calls in the steady state (as blocking_calls and host-sync count them).
 -- syncs_per_layer: blocking_calls per step per MoE layer.
 -- host_routed: at least one blocking call per MoE layer: the experts are picked on the host (a
@@ -28,12 +30,18 @@ WITH s AS (
     WHERE k.start >= s.start AND k."end" <= s."end"
 ), kt AS (
     SELECT device_id, sum(duration) AS kernel_ns FROM k GROUP BY device_id
+), ek AS (
+    SELECT *, regexp_matches(name, 'fused_moe_kernel|marlin|moe_?w?(gemm|mm)|moe_?fc|grouped_?(gemm|mm)|expert_?gemm', 'i') AS expert_gemm
+    FROM k
+), fused AS (
+    SELECT device_id, bool_or(expert_gemm) AS fused FROM ek GROUP BY device_id
 ), by_name AS (
     SELECT device_id, name, count(*) AS launches, sum(duration) AS ns,
-           bool_or(category = 'moe' OR regexp_matches(name, 'topk', 'i')) AS gate
-    FROM k
-    WHERE (category = 'moe' AND NOT regexp_matches(name, 'fused_moe_kernel|moe_?w?(gemm|mm)|grouped_?gemm|expert_?gemm', 'i'))
-       OR regexp_matches(name, 'topk|bitonicsort|radixsortkv|histogram|DeviceSelect|DeviceCompact|write_indices|nonzero', 'i')
+           bool_or(regexp_matches(name, 'topk|gating|_gate', 'i')) AS gate
+    FROM ek
+    WHERE NOT expert_gemm
+      AND (category = 'moe'
+           OR regexp_matches(name, 'topk|bitonicsort|radixsortkv|histogram|DeviceSelect|DeviceCompact|write_indices|nonzero', 'i'))
     GROUP BY device_id, name, steps
     HAVING count(*) >= 2 * steps
 ), r AS (
@@ -50,9 +58,9 @@ WITH s AS (
 )
 SELECT r.device_id, s.steps, round(r.gate_launches / s.steps)::BIGINT AS layers_per_step,
        r.routing_kernels, r.routing_ns, kt.kernel_ns, 100.0 * r.routing_ns / kt.kernel_ns AS routing_pct,
-       r.top_kernel, coalesce(b.blocking_calls, 0) AS blocking_calls,
+       r.top_kernel, f.fused, coalesce(b.blocking_calls, 0) AS blocking_calls,
        coalesce(b.blocking_calls, 0) / s.steps / round(r.gate_launches / s.steps) AS syncs_per_layer,
        coalesce(b.blocking_calls, 0) / s.steps / round(r.gate_launches / s.steps) >= 1 AS host_routed
-FROM r JOIN s USING (device_id) JOIN kt USING (device_id) LEFT JOIN b USING (device_id)
+FROM r JOIN s USING (device_id) JOIN kt USING (device_id) JOIN fused f USING (device_id) LEFT JOIN b USING (device_id)
 -- Two gating launches per step at least: one would be sampling's top-k.
 WHERE r.gate_launches >= 2 * s.steps;

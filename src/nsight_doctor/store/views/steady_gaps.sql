@@ -18,7 +18,7 @@
 -- next_kind: that operation's kind.
 -- pid: the process that issued it.
 -- readback_bytes: the bytes of the device-to-host copy the gap began with (see gpu_gaps).
--- after_readback: whether that copy was 64 KiB or more (see gpu_gaps).
+-- after_readback: whether that copy was 32 KiB or more (see gpu_gaps).
 -- phase: the steady phase's name (prefill, decode, mixed or steady).
 CREATE VIEW steady_gaps AS
 SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.blocking_name,
