@@ -269,6 +269,25 @@ def test_memory_limit_reaches_duckdb_and_hitting_it_is_one_line(tmp_path):
     assert "decode_b1.sqlite" in line and "ran out of memory" in line and "memory limit of 10MB" in line
 
 
+def test_a_default_limit_that_is_too_small_is_retried_once_with_a_larger_one(monkeypatch):
+    """Without --memory-limit the analysis runs at 1.5x the input (at least 512 MB); when that
+    runs out of memory it runs once more with a larger limit, says so, and gives the same
+    diagnosis. Here the default is forced down to 10 MB (decode_b1 needs about 80 MB)."""
+    import nsight_doctor.store as store
+    from nsight_doctor import analyze
+    from nsight_doctor.errors import ResourceError
+
+    normal = analyze([B1])
+    monkeypatch.setattr(store, "default_memory_limit", lambda paths: "10MB")
+    monkeypatch.setattr(store, "retry_memory_limit", lambda paths: "256MB")
+    d = analyze([B1])
+    assert "the default memory limit (10MB) was not enough; analysed again with 256MB" in d.notes
+    assert [(f.rule_id, f.impact_ns) for f in d.findings] == [(f.rule_id, f.impact_ns) for f in normal.findings]
+    monkeypatch.setattr(store, "retry_memory_limit", lambda paths: "12MB")
+    with pytest.raises(ResourceError, match="12MB, the limit of a second try after the default of 10MB"):
+        analyze([B1])
+
+
 def test_work_beyond_the_limit_spills_to_the_private_folder(tmp_path):
     """The build connection's settings (store_config): a sort three times the memory limit
     completes by writing to the spill folder, and fails without one."""

@@ -73,6 +73,62 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
         opts = dataclasses.replace(opts, db=None)
 
     reused_store = bool(opts.db and inputs_id and Path(opts.db).exists())
+    meta = {"inputs_sha256": inputs_id or "", "code_digest": analysis_cache.code_digest()}
+    retry_note = None
+    try:
+        built_inputs, summ, findings, skipped, datasets = run_once(inputs, opts, chosen, reused_store, inputs_id, meta)
+    except OutOfMemory as e:
+        if opts.memory_limit is not None or reused_store:
+            raise ResourceError(out_of_memory_message(inputs, e.stage, opts.memory_limit)) from e.__cause__
+        # The default limit (1.5x the input) was not enough: once more with a larger one.
+        first, larger = store.default_memory_limit(inputs), store.retry_memory_limit(inputs)
+        try:
+            built_inputs, summ, findings, skipped, datasets = run_once(
+                inputs, dataclasses.replace(opts, memory_limit=larger), chosen, reused_store, inputs_id, meta
+            )
+        except OutOfMemory as e2:
+            raise ResourceError(out_of_memory_message(inputs, e2.stage, larger, retried=True)) from e2.__cause__
+        retry_note = f"the default memory limit ({first}) was not enough; analysed again with {larger}"
+
+    notes = list(warnings)
+    if retry_note:
+        notes.append(retry_note)
+    for info in built_inputs:
+        notes.extend(info.notes)
+    notes.extend(missing_data_notes(built_inputs, summ))
+    result = Diagnosis(
+        tool={"name": "nsight-doctor", "version": __version__},
+        command=opts.command,
+        inputs=[input_record(i) for i in built_inputs],
+        summary=summ,
+        findings=findings,
+        skipped=skipped,
+        notes=notes,
+        datasets=datasets,
+        store_path=opts.db,
+    )
+    if opts.cache and inputs_id and digest:
+        analysis_cache.save(inputs_id, digest, result)
+    if fleet_note:
+        result.notes.append(fleet_note)
+    if reused_store:
+        result.notes.append(f"reused the store {opts.db}, built earlier from the same content: ingest skipped")
+    elif opts.db:
+        result.notes.append(f"the DuckDB store was kept in {opts.db}")
+    return result
+
+
+class OutOfMemory(Exception):
+    """DuckDB ran out of memory in run_once, at this stage; the error is chained."""
+
+    def __init__(self, stage: str):
+        super().__init__(stage)
+        self.stage = stage
+
+
+def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id, meta) -> tuple:
+    """Builds (or reuses) the store and reads the diagnosis from it: (inputs, summary,
+    findings, skipped, datasets). An out-of-memory error comes back as OutOfMemory(stage)."""
     stage = "reading the inputs"
     try:
         if opts.db and reused_store:
@@ -83,7 +139,7 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
                 db=opts.db,
                 nsys_path=opts.nsys,
                 progress=opts.progress,
-                meta={"inputs_sha256": inputs_id or "", "code_digest": analysis_cache.code_digest()},
+                meta=meta,
                 memory_limit=opts.memory_limit,
                 export_timeout=opts.export_timeout,
             )
@@ -110,33 +166,9 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
             built.close()
     except Exception as e:
         if is_out_of_memory(e) and not is_interrupt(e):
-            raise ResourceError(out_of_memory_message(inputs, stage, opts.memory_limit)) from e
+            raise OutOfMemory(stage) from e
         raise
-
-    notes = list(warnings)
-    for info in built.inputs:
-        notes.extend(info.notes)
-    notes.extend(missing_data_notes(built.inputs, summ))
-    result = Diagnosis(
-        tool={"name": "nsight-doctor", "version": __version__},
-        command=opts.command,
-        inputs=[input_record(i) for i in built.inputs],
-        summary=summ,
-        findings=findings,
-        skipped=skipped,
-        notes=notes,
-        datasets=datasets,
-        store_path=opts.db,
-    )
-    if opts.cache and inputs_id and digest:
-        analysis_cache.save(inputs_id, digest, result)
-    if fleet_note:
-        result.notes.append(fleet_note)
-    if reused_store:
-        result.notes.append(f"reused the store {opts.db}, built earlier from the same content: ingest skipped")
-    elif opts.db:
-        result.notes.append(f"the DuckDB store was kept in {opts.db}")
-    return result
+    return built.inputs, summ, findings, skipped, datasets
 
 
 def reused(hit: Diagnosis, inputs: Sequence[str | os.PathLike], opts: AnalyzeOptions, note: str) -> Diagnosis:
@@ -166,13 +198,18 @@ def reuse_store(path: str, inputs_id: str | None) -> store.Store:
     return built
 
 
-def out_of_memory_message(inputs: Sequence[str | os.PathLike], stage: str, limit: str | None) -> str:
+def out_of_memory_message(
+    inputs: Sequence[str | os.PathLike], stage: str, limit: str | None, retried: bool = False
+) -> str:
     names = ", ".join(f"'{p}'" for p in inputs)
-    if limit:
+    if retried:
+        now = f"{limit}, the limit of a second try after the default of {store.default_memory_limit(inputs)}"
+        hint = "give more with --memory-limit, e.g. --memory-limit 16GB"
+    elif limit:
         now = f"the memory limit of {limit} (--memory-limit)"
         hint = "raise --memory-limit"
     else:
-        now = f"the default memory limit of {store.store_config(inputs, Path('.'))['memory_limit']}"
+        now = f"the default memory limit of {store.default_memory_limit(inputs)}"
         hint = "give a larger one with --memory-limit, e.g. --memory-limit 4GB"
     return f"analysing {names} ran out of memory while {stage}: it needs more than {now}; {hint}"
 

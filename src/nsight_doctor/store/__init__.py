@@ -240,33 +240,55 @@ def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
     return total
 
 
-# DuckDB's memory per thread that the default limit allows at least: each thread keeps its own
-# buffers for sorts and joins, and a 16-core host ran out of memory at 512 MB where 2 cores did not.
+# The default memory limit, as a multiple of the input's size: on a 496 MB export with 16
+# threads (bench/memory_probe.py, docs/performance.md) 1.5x ran fastest (15 s) with a peak of
+# 1.7 GB, where 256 MB per thread (4 GB) peaked at 4.4 GB and took 23 s; 1.0x ran out of
+# memory while reading. When the default is not enough, the analysis runs once more with
+# retry_memory_limit (engine.py).
+INPUT_MULTIPLE = 1.5
+# DuckDB's memory per thread that the retry allows at least: each thread keeps its own
+# buffers for sorts and joins.
 MB_PER_THREAD = 256
+
+
+def default_memory_limit(paths: Sequence[str | os.PathLike]) -> str:
+    """1.5 times the input's size, at least 512 MB, at most 80% of the machine's memory."""
+    return capped(max(512, int(INPUT_MULTIPLE * input_bytes(paths) / (1 << 20))))
+
+
+def retry_memory_limit(paths: Sequence[str | os.PathLike]) -> str:
+    """The second try's limit: 4 times the input, and MB_PER_THREAD per DuckDB thread."""
+    return capped(max(2048, MB_PER_THREAD * duckdb_threads(), int(4 * input_bytes(paths) / (1 << 20))))
+
+
+def capped(mb: int) -> str:
+    return f"{min(mb, max(512, int(0.8 * physical_mb())))}MB"
+
+
+def duckdb_threads() -> int:
+    threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
+    return int(threads) if threads.isdigit() and int(threads) > 0 else os.cpu_count() or 1
 
 
 def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_limit: str | None = None) -> dict:
     """DuckDB settings for building: memory capped near the input's size (or at
     memory_limit), spilling to disk.
 
-    Large profiles must not need more memory than about twice their export's size; DuckDB
-    stays within the limit by spilling sorts and joins to the store's folder. The default
-    limit is at least 512 MB and MB_PER_THREAD per DuckDB thread, at most 80% of the
-    machine's memory (DuckDB's own default).
+    DuckDB stays within the limit by spilling sorts and joins to the store's folder; the
+    default is default_memory_limit.
     """
     # ASOF joins always as ASOF joins: below this estimated number of left rows DuckDB rewrites
     # them as a loop that re-reads the right side per row, and a wrong estimate (a filtered
     # CTE) made one rule take minutes on 2 M kernels.
     config: dict = {"temp_directory": str(spill_dir), "asof_loop_join_threshold": 0}
+    # Tables need not keep the order of the rows inserted (every reader orders what it needs):
+    # copying the export and building the tables then streams instead of buffering per thread,
+    # 16.5 s instead of 23 s on the 496 MB export with 16 threads.
+    config["preserve_insertion_order"] = False
     # DuckDB's threads: all cores by default; ingest's worker processes share them out.
-    threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
-    if threads.isdigit() and int(threads) > 0:
-        config["threads"] = int(threads)
-    if memory_limit is None:
-        n = config.get("threads") or os.cpu_count() or 1
-        mb = max(512, MB_PER_THREAD * n, int(0.8 * input_bytes(paths) / (1 << 20)))
-        memory_limit = f"{min(mb, max(512, int(0.8 * physical_mb())))}MB"
-    config["memory_limit"] = memory_limit
+    if os.environ.get("NSIGHT_DOCTOR_THREADS", "").isdigit() and int(os.environ["NSIGHT_DOCTOR_THREADS"]) > 0:
+        config["threads"] = duckdb_threads()
+    config["memory_limit"] = memory_limit or default_memory_limit(paths)
     return config
 
 
