@@ -248,8 +248,9 @@ def main():
     metavar="SIZE",
     callback=memory_size,
     default=None,
-    help="DuckDB's memory limit, e.g. 4GB (default: near the input's size, at least 512MB); "
-    "beyond it, work spills to a temporary folder.",
+    help="DuckDB's memory limit, e.g. 4GB (default: 1.5 times the input's size, at least 512MB, "
+    "tried once more with a larger limit if that is not enough); beyond it, work spills to a "
+    "temporary folder.",
 )
 @click.option(
     "--export-timeout",

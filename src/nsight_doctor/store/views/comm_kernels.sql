@@ -27,11 +27,12 @@ WITH c AS (
     SELECT name, seq, count(*) AS ranks, min(duration) AS transfer_ns, max(start) AS last_start
     FROM c GROUP BY name, seq
 ), other AS (
-    -- Busy intervals of every other kernel on each GPU.
+    -- Busy intervals of every other kernel on each GPU that ran collectives (none at all in
+    -- most captures: then this costs nothing).
     SELECT device_id, start, "end",
            max("end") OVER (PARTITION BY device_id ORDER BY start, "end"
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM kernels WHERE category <> 'communication'
+    FROM kernels WHERE category <> 'communication' AND device_id IN (SELECT DISTINCT device_id FROM c)
 ), isl AS (
     SELECT device_id, min(start) AS s, max("end") AS e
     FROM (SELECT *, sum(CASE WHEN prev_end IS NULL OR start > prev_end THEN 1 ELSE 0 END)
