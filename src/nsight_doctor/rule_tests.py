@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import yaml
 
 from nsight_doctor import rules as rules_mod
-from nsight_doctor import store
+from nsight_doctor import store, yamlio
 from nsight_doctor.db import quote, sandbox
 from nsight_doctor.errors import RuleError
 from nsight_doctor.ingest import contract, create_missing
@@ -157,7 +156,7 @@ class StoreBuilder:
 
 
 def load_cases(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text())
+    data = yamlio.load(path.read_text())
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list) or not data["cases"]:
         raise RuleError(f"{path}: expected 'rule:' and a non-empty 'cases:' list")
     return data

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -19,8 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from nsight_doctor import yamlio
 from nsight_doctor.cachedir import cache_dir, code_digest, write_atomic
 from nsight_doctor.db import bind_sql, plain, scalar
 from nsight_doctor.errors import RuleError
@@ -63,10 +61,6 @@ def validator() -> jsonschema.protocols.Validator:
     schema["properties"]["tags"]["items"]["enum"] = list(TAGS)
     schema["properties"]["scope"]["enum"] = list(SCOPES)
     return jsonschema.validators.validator_for(schema)(schema)
-
-
-# The C parser when PyYAML has it: loading every rule is on the start-up path.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def rule_files(folder: Path) -> list[Path]:
@@ -122,8 +116,8 @@ def validate_rule_file(path: Path, raw: bytes) -> dict[str, Any]:
     import jsonschema
 
     try:
-        data = yaml.load(raw.decode(), Loader=YAML_LOADER)
-    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        data = yamlio.load(raw.decode())
+    except (UnicodeDecodeError, yamlio.YAMLError) as e:
         raise RuleError(f"{path}: not a readable YAML file ({e})") from None
     try:
         validator().validate(data)
@@ -158,18 +152,15 @@ def validated_key(raw: bytes) -> str:
     return hashlib.sha256(code_digest().encode() + b"\0" + raw).hexdigest()
 
 
-def rules_cache_dir() -> Path | None:
-    if os.environ.get("NSIGHT_DOCTOR_NO_CACHE"):
-        return None
+def rules_cache_dir() -> Path:
+    # (Not turned off by --no-cache / NSIGHT_DOCTOR_NO_CACHE: those are about diagnoses, and a
+    # validated rule is the same whatever it is run on.)
     return cache_dir() / "rules"
 
 
 def cached_rule_data(key: str) -> dict[str, Any] | None:
-    folder = rules_cache_dir()
-    if folder is None:
-        return None
     try:
-        data = json.loads((folder / f"{key}.json").read_text())
+        data = json.loads((rules_cache_dir() / f"{key}.json").read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -177,8 +168,6 @@ def cached_rule_data(key: str) -> dict[str, Any] | None:
 
 def save_rule_data(key: str, data: dict[str, Any]) -> None:
     folder = rules_cache_dir()
-    if folder is None:
-        return
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_atomic(folder / f"{key}.json", json.dumps(data))

@@ -21,7 +21,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import yaml
+from nsight_doctor import yamlio
 
 MSG_TYPES = {0: "none", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}
 SPEEDUP_TYPES = {1: "local", 2: "global"}
@@ -32,7 +32,7 @@ MARKUP_RE = re.compile(r"@(?:section|url|sass|source|metric):[^:@]*:([^@]*)@")
 
 def launch_metrics() -> dict[str, str]:
     """base_ncu_actions columns read from a metric, and the metric (ncu_columns.yaml)."""
-    spec = yaml.safe_load(resources.files("nsight_doctor.ingest").joinpath("ncu_columns.yaml").read_text())
+    spec = yamlio.load(resources.files("nsight_doctor.ingest").joinpath("ncu_columns.yaml").read_text())
     cols = spec["tables"]["base_ncu_actions"]["columns"]
     return {c: s["first"][0] for c, s in cols.items() if isinstance(s, dict)}
 

@@ -15,8 +15,8 @@ from importlib import resources
 from typing import Any
 
 import duckdb
-import yaml
 
+from nsight_doctor import yamlio
 from nsight_doctor.db import first_line, quote, scalar, table_exists, text_expr
 from nsight_doctor.errors import InputError
 
@@ -45,7 +45,7 @@ class Table:
 
 
 def read_yaml(name: str) -> Any:
-    return yaml.safe_load(resources.files("nsight_doctor.ingest").joinpath(name).read_text())
+    return yamlio.load(resources.files("nsight_doctor.ingest").joinpath(name).read_text())
 
 
 @lru_cache(maxsize=1)

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import yaml
 
-from nsight_doctor import __version__
+from nsight_doctor import __version__, yamlio
 from nsight_doctor.db import first_line, one, quiet, quote, sandbox, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
@@ -85,7 +84,7 @@ def documented_views() -> list[str]:
 @lru_cache(maxsize=1)
 def advice_rows() -> list[tuple[str, str, str]]:
     """(topic, framework, text) from advice.yaml."""
-    data = yaml.safe_load(resources.files("nsight_doctor.store").joinpath("advice.yaml").read_text())
+    data = yamlio.load(resources.files("nsight_doctor.store").joinpath("advice.yaml").read_text())
     return [
         (topic, fw, " ".join(text.split())) for topic, by_fw in data["topics"].items() for fw, text in by_fw.items()
     ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 
-import yaml
+from nsight_doctor import yamlio
 
 #: The category ids, in the order used for documentation. The YAML must declare exactly these,
 #: so that a typo in a rule or a view cannot invent a category.
@@ -71,7 +71,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 def _load_yaml() -> dict:
     text = resources.files("nsight_doctor.store").joinpath("kernel_categories.yaml").read_text()
-    return yaml.safe_load(text)
+    return yamlio.load(text)
 
 
 @lru_cache(maxsize=1)
