@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,6 +122,28 @@ def bench_ncu(doctor: list[str], work: Path) -> dict:
     }
 
 
+def bench_startup(doctor: list[str], runs: int = 5) -> dict:
+    """Median wall time of `--help`, `rules list` and a cached re-analysis of the largest sample
+    (its diagnosis kept in a private cache by a first run), the issue's start-up targets."""
+    cache = Path(tempfile.mkdtemp(prefix="nd-bench-cache-"))
+    env = {k: v for k, v in os.environ.items() if k != "NSIGHT_DOCTOR_NO_CACHE"}
+    env["NSIGHT_DOCTOR_CACHE"] = str(cache)
+
+    def median(args: list[str]) -> float:
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run([*doctor, *args], env=env, capture_output=True, check=True)
+            times.append(time.perf_counter() - t0)
+        return round(sorted(times)[runs // 2], 3)
+
+    cached = ["analyze", str(LARGEST_SAMPLE), "-q", "--format", "json"]
+    subprocess.run([*doctor, *cached], env=env, capture_output=True, check=True)  # fills the cache
+    out = {"help_s": median(["--help"]), "rules_list_s": median(["rules", "list"]), "cached_analyze_s": median(cached)}
+    shutil.rmtree(cache, ignore_errors=True)
+    return out
+
+
 def parquet_copy(sqlite: Path, dest: Path) -> Path:
     """Writes every table of an export as Parquet (the layout of nsys export --type parquetdir)."""
     import duckdb
@@ -176,6 +199,7 @@ def main(argv=None) -> int:
             REPO / "samples/decode_b1/decode_b1.sqlite", REPO / "samples/decode_b1/decode_b1_pqtdir", doctor
         ),
         "forms_large": bench_forms(large, parquet_copy(large, work / "large_pqtdir"), doctor),
+        "startup": bench_startup(doctor),
     }
     try:
         results["ncu"] = bench_ncu(doctor, work)
@@ -213,6 +237,11 @@ def main(argv=None) -> int:
             f"peak {n['peak_mb']:.0f} MB "
             "(the reader runs in a child process; the larger of the two is reported)"
         )
+    st = results["startup"]
+    print(
+        f"\nstart-up (median of 5): --help {st['help_s']:.2f} s, rules list {st['rules_list_s']:.2f} s, "
+        f"cached re-analysis of {LARGEST_SAMPLE.name} {st['cached_analyze_s']:.2f} s"
+    )
     if not a.keep and not a.large:
         shutil.rmtree(work, ignore_errors=True)
     return 0
