@@ -3,9 +3,10 @@ fresh process: the measurements behind the defaults of store.store_config (docs/
 
     python bench/memory_probe.py PROFILE.sqlite [--threads 16] [--json out.json]
 
-Each configuration sets DuckDB's threads, its memory limit (None: the tool's default) and
-whether inserts keep their order (preserve_insertion_order), runs the whole analysis (no
-cache), and reports the child's peak resident memory (ru_maxrss) against the file's size.
+Each configuration sets DuckDB's memory limit as a multiple of the input's size (None: the
+tool's default, with its retry) or keeps the order of inserted rows (preserve_insertion_order,
+which the tool turns off), runs the whole analysis (no cache), and reports the child's peak
+resident memory (ru_maxrss) against the input's size.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def child(profile: str, extra: dict) -> None:
 
     store.store_config = patched
     d = analyze([profile], AnalyzeOptions(memory_limit=extra.get("memory_limit")))
-    print(json.dumps({"findings": len(d.findings), "top": d.findings[0].rule_id if d.findings else None}))
+    retried = any("was not enough" in n for n in d.notes)
+    top = d.findings[0].rule_id if d.findings else None
+    print(json.dumps({"findings": len(d.findings), "top": top, "retried": retried}))
 
 
 def run(profile: str, threads: int, extra: dict) -> dict:
@@ -74,15 +77,13 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json")
     a = ap.parse_args()
-    size_mb = Path(a.profile).stat().st_size / (1 << 20)
-    configs = [
-        {"memory_limit": None},
-        {"memory_limit": None, "duckdb": {"preserve_insertion_order": False}},
-        {"memory_limit": f"{int(1.5 * size_mb)}MB", "duckdb": {"preserve_insertion_order": False}},
-        {"memory_limit": f"{int(1.0 * size_mb)}MB", "duckdb": {"preserve_insertion_order": False}},
-        {"memory_limit": f"{int(1.5 * size_mb)}MB"},
-        {"threads": 4, "memory_limit": f"{int(1.5 * size_mb)}MB", "duckdb": {"preserve_insertion_order": False}},
-    ]
+    sys.path.insert(0, str(REPO / "src"))
+    from nsight_doctor.store import input_bytes
+
+    size_mb = input_bytes([a.profile]) / (1 << 20)  # a Parquet folder: its files together
+    configs = [{"memory_limit": None}]
+    configs += [{"memory_limit": f"{int(x * size_mb)}MB"} for x in (1.0, 1.5, 2.0, 3.0, 4.0)]
+    configs += [{"memory_limit": f"{int(1.5 * size_mb)}MB", "duckdb": {"preserve_insertion_order": True}}]
     rows = []
     for extra in configs:
         row = run(a.profile, a.threads, extra)
