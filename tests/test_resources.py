@@ -288,6 +288,20 @@ def test_a_default_limit_that_is_too_small_is_retried_once_with_a_larger_one(mon
         analyze([B1])
 
 
+def test_the_default_limit_follows_the_data_not_the_compressed_file():
+    """A report, an .xz copy or a Parquet folder holds several times less than the export the
+    store reads (a 107 MB Parquet folder of a 496 MB export ran out of memory at 426 MB)."""
+    from nsight_doctor import store
+
+    b1 = SAMPLES / "decode_b1"
+    sqlite, rep, pq = b1 / "decode_b1.sqlite", b1 / "decode_b1.nsys-rep", b1 / "decode_b1_pqtdir"
+    assert store.data_bytes([sqlite]) == sqlite.stat().st_size
+    assert store.data_bytes([rep]) == 4 * rep.stat().st_size
+    assert store.data_bytes([pq]) == 5 * sum(f.stat().st_size for f in pq.iterdir())
+    assert store.data_bytes([sqlite, rep]) == sqlite.stat().st_size + 4 * rep.stat().st_size
+    assert store.default_memory_limit([sqlite]) == "512MB"  # the floor
+
+
 def test_work_beyond_the_limit_spills_to_the_private_folder(tmp_path):
     """The build connection's settings (store_config): a sort three times the memory limit
     completes by writing to the spill folder, and fails without one."""
