@@ -31,6 +31,8 @@ LM_HEAD = {
     "hf_sdpa": "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT",
     "hf_cat_cache": "nvjet_sm90_tst_256x16_64x6_2x1_v_bz_TNT",
     "hf_static_cache": "nvjet_sm90_tst_256x16_64x6_2x1_v_bz_TNT",
+    "hf_moe_eager": "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT",
+    "hf_moe_grouped": "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT",
 }
 HOSTILE = "<img src=x onerror=alert(1)>|](javascript:alert(1))`**b**`\x1b[31m"
 
@@ -192,6 +194,26 @@ def test_static_cache_is_slower_eagerly(diagnoses, exports):
     # The masked attention over the whole preallocated cache: the same kernel, slower per call.
     attn = next(k for k in c.deltas.kernels if "sdpa" in k.name)
     assert attn.match == "shape" and attn.mean_ns[1] > 1.5 * attn.mean_ns[0]
+
+
+def test_grouped_experts_against_the_eager_expert_loop(diagnoses, exports):
+    """The same MoE generate loop with transformers' grouped experts: faster mainly because the
+    per-expert host syncs are gone; moe-routing is resolved."""
+    eager, grouped = oracle_pair(exports, "hf_moe_eager", "hf_moe_grouped")
+    c = cmp(diagnoses, "hf_moe_eager", "hf_moe_grouped", fail_on_regression=0)
+    assert (c.gate.metric, c.gate.baseline, c.gate.candidate) == ("decode_step", eager, grouped)
+    assert not c.gate.failed and c.verdict.direction == "faster"
+    assert f"{100 * (1 - grouped / eager):.0f}% faster per decode step" in c.verdict.text
+    assert "idle time after host synchronisation fell" in c.verdict.text
+    diff = {(x.rule_id, x.status) for x in c.findings_diff[0].changes}
+    assert ("moe-routing", "resolved") in diff
+
+
+def test_sampling_on_the_gpu_against_the_host(diagnoses):
+    c = cmp(diagnoses, "hf_sample_host", "hf_sample_gpu")
+    assert c.verdict.direction == "faster" and "waiting for the CPU (work outside CUDA) fell" in c.verdict.text
+    diff = {(x.rule_id, x.status) for x in c.findings_diff[0].changes}
+    assert ("host-sampling", "resolved") in diff
 
 
 def test_decode_phase_is_the_decode_step_time(diagnoses, exports):
