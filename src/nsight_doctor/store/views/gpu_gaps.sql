@@ -90,13 +90,26 @@ WITH b AS (
     FROM l ASOF LEFT JOIN bc c ON c.pid = l.pid AND c.device_id = l.device_id AND l.mid >= c."end"
 ), long_gaps AS (
     SELECT device_id, start, "end", duration, pid FROM k WHERE duration >= 100000
-), other_calls AS (
+), candidate_calls AS (
     -- The CUDA calls that may fill a gap: launches and the calls that blocked are counted
     -- elsewhere.
     SELECT c.pid, c.name_id, c.start, c."end"
     FROM base_api_calls c JOIN api_names_t n ON n.name_id = c.name_id
     LEFT JOIN blocking_calls x ON x.pid = c.pid AND x.tid = c.tid AND x.start = c.start
     WHERE n.category NOT IN ('launch', 'graph_launch', 'sync') AND x.start IS NULL
+), pid_gaps AS (
+    SELECT pid, start, "end" FROM long_gaps
+), call_gaps AS (
+    SELECT c.*, g."end" AS gap_end
+    FROM candidate_calls c ASOF LEFT JOIN pid_gaps g ON g.pid = c.pid AND c.start >= g.start
+), other_calls AS (
+    -- Only the calls that overlap a long gap of their process: they start inside one, or one
+    -- begins while they run. The others add the same amount at both ends of every gap's
+    -- integral below, so leaving them out changes no gap's CPU time and spares the windows
+    -- most calls (per-launch queries and the like).
+    SELECT c.pid, c.name_id, c.start, c."end"
+    FROM call_gaps c ASOF LEFT JOIN pid_gaps g ON g.pid = c.pid AND c."end" > g.start
+    WHERE c.start < c.gap_end OR g.start > c.start
 ), edges AS (
     -- The CPU time of each process in each CUDA call name, as a running integral, so that
     -- the time inside any gap is a difference of two ASOF lookups. (An interval join of gaps
