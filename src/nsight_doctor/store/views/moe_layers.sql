@@ -30,20 +30,23 @@ WITH s AS (
     WHERE k.start >= s.start AND k."end" <= s."end"
 ), kt AS (
     SELECT device_id, sum(duration) AS kernel_ns FROM k GROUP BY device_id
-), ek AS (
-    SELECT *, regexp_matches(name, 'fused_moe_kernel|marlin|moe_?w?(gemm|mm)|moe_?fc|grouped_?(gemm|mm)|expert_?gemm', 'i') AS expert_gemm
-    FROM k
+), names AS (
+    -- The patterns, once per distinct kernel name rather than once per kernel.
+    SELECT name, category,
+           regexp_matches(name, 'fused_moe_kernel|marlin|moe_?w?(gemm|mm)|moe_?fc|grouped_?(gemm|mm)|expert_?gemm', 'i') AS expert_gemm,
+           regexp_matches(name, 'topk|bitonicsort|radixsortkv|histogram|DeviceSelect|DeviceCompact|write_indices|nonzero', 'i') AS plumbing,
+           regexp_matches(name, 'topk|gating|_gate', 'i') AS gate
+    FROM (SELECT DISTINCT name, category FROM k)
 ), fused AS (
-    SELECT device_id, bool_or(expert_gemm) AS fused FROM ek GROUP BY device_id
+    SELECT k.device_id, bool_or(n.expert_gemm) AS fused
+    FROM (SELECT DISTINCT device_id, name, category FROM k) k JOIN names n USING (name, category)
+    GROUP BY k.device_id
 ), by_name AS (
-    SELECT device_id, name, count(*) AS launches, sum(duration) AS ns,
-           bool_or(regexp_matches(name, 'topk|gating|_gate', 'i')) AS gate
-    FROM ek
-    WHERE NOT expert_gemm
-      AND (category = 'moe'
-           OR regexp_matches(name, 'topk|bitonicsort|radixsortkv|histogram|DeviceSelect|DeviceCompact|write_indices|nonzero', 'i'))
-    GROUP BY device_id, name, steps
-    HAVING count(*) >= 2 * steps
+    SELECT k.device_id, k.name, count(*) AS launches, sum(k.duration) AS ns, bool_or(n.gate) AS gate
+    FROM k JOIN names n USING (name, category)
+    WHERE NOT n.expert_gemm AND (n.category = 'moe' OR n.plumbing)
+    GROUP BY k.device_id, k.name, k.steps
+    HAVING count(*) >= 2 * k.steps
 ), r AS (
     SELECT device_id, sum(launches) AS routing_kernels, sum(ns) AS routing_ns,
            max(launches) FILTER (WHERE gate) AS gate_launches, arg_max(name, ns) AS top_kernel
