@@ -81,6 +81,28 @@ INTERRUPTED = [
 ]
 
 
+def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypatch):
+    """Ctrl-C right after the temporary file is created (where a run of the test below once
+    left a .partial- file in the rules cache): the write completes, then the interrupt."""
+    import tempfile
+
+    from nsight_doctor.cachedir import write_atomic
+
+    made = tempfile.mkstemp
+
+    def mkstemp_then_ctrl_c(*args, **kwargs):
+        fd_name = made(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return fd_name
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_ctrl_c)
+    target = tmp_path / "cache" / "entry.json"
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, "{}")
+    assert target.read_text() == "{}"
+    assert leftovers(tmp_path / "cache") == []
+
+
 @pytest.mark.parametrize("inp", INTERRUPTED, ids=[p.name for p in INTERRUPTED])
 def test_ctrl_c_at_any_stage_exits_130_and_leaves_nothing(inp, tmp_path):
     """SIGINT at fractions of a full run's duration: every stage gets interrupted somewhere."""

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -46,12 +50,37 @@ def code_digest() -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Writes text to path through a temporary file renamed into place. Ctrl-C is held back
+    meanwhile (it arrives right after), so that an interrupt can neither leave the
+    temporary file nor lose track of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
+    with sigint_deferred():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Ctrl-C held back for the block, then delivered. (A handler rather than a signal mask:
+    DuckDB's threads would otherwise take the signal, and Python raises it in the main thread
+    at once.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            if callable(previous):
+                previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+            elif previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signal.SIGINT)
