@@ -33,16 +33,19 @@ def export_path(name: str, tmp_dir: Path) -> Path:
     return plain if plain.exists() else unxz(sample(name, ".sqlite.xz"), tmp_dir)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def analysed(names, tmp: Path) -> dict:
     """name -> (diagnosis, SQLite connection to the raw export)."""
-    tmp = tmp_path_factory.mktemp("llm")
     out = {}
-    for name in LM_HEAD:
+    for name in names:
         path = export_path(name, tmp)
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
         out[name] = (analyze([path]), con)
     return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return analysed(LM_HEAD, tmp_path_factory.mktemp("llm"))
 
 
 def kernels(con) -> list[tuple]:
@@ -233,13 +236,9 @@ ROUTING = re.compile(r"topk|bitonicsort|radixsortkv|histogram|DeviceSelect|Devic
 
 @pytest.fixture(scope="module")
 def runs2(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("llm2")
-    out = {}
-    for name in ("hf_moe_eager", "hf_moe_grouped", "hf_sample_host", "hf_sample_gpu"):
-        path = export_path(name, tmp)
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        out[name] = (analyze([path]), con)
-    return out
+    return analysed(
+        ("hf_moe_eager", "hf_moe_grouped", "hf_sample_host", "hf_sample_gpu"), tmp_path_factory.mktemp("llm2")
+    )
 
 
 def gpu_ops(con) -> list[tuple]:

@@ -48,6 +48,12 @@ def add_model_args(p, layers, hidden, heads, kv_heads, inter):
     p.add_argument("--json", help="also write the facts to this file")
 
 
+def add_decode_args(p, batch, prompt_len, new_tokens):
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--prompt-len", type=int, default=prompt_len)
+    p.add_argument("--new-tokens", type=int, default=new_tokens)
+
+
 def make_config(a, attn):
     return LlamaConfig(hidden_size=a.hidden, intermediate_size=a.intermediate,
                        num_hidden_layers=a.layers, num_attention_heads=a.heads,
@@ -95,6 +101,24 @@ def profiler(a, start):
         torch.cuda.profiler.stop()
 
 
+def profiled(a, fn):
+    """Runs fn() inside the capture range (cudaProfilerStart/Stop), waiting for the GPU at the
+    end: (its result, wall seconds)."""
+    profiler(a, True)
+    t0 = time.perf_counter()
+    out = fn()
+    sync(a)
+    wall = time.perf_counter() - t0
+    profiler(a, False)
+    return out, wall
+
+
+def greedy(a):
+    """generate() arguments: greedy, exactly --new-tokens, no end-of-sequence stop."""
+    return dict(max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,
+                pad_token_id=0, eos_token_id=None)
+
+
 def report(a, facts):
     line = json.dumps(facts, sort_keys=True)
     print("FACTS", line, flush=True)
@@ -107,8 +131,7 @@ def run_generate(a):
     model = build(a, a.attn)
     forwards = count_forwards(model)
     ids = torch.randint(0, a.vocab, (a.batch, a.prompt_len), device=a.device)
-    kw = dict(max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,
-              pad_token_id=0, eos_token_id=None)
+    kw = greedy(a)
     if a.cache == "static":
         # generate() would torch.compile the forward of a static cache on CUDA: keep it eager,
         # so that the only difference from the dynamic-cache run is the cache.
@@ -125,12 +148,7 @@ def run_generate(a):
         sync(a)
         forwards["n"] = 0
         updates.clear()
-        profiler(a, True)
-        t0 = time.perf_counter()
-        out = model.generate(ids, **kw)
-        sync(a)
-        wall = time.perf_counter() - t0
-        profiler(a, False)
+        out, wall = profiled(a, lambda: model.generate(ids, **kw))
     report(a, dict(workload="generate", attn=a.attn, cache=a.cache, batch=a.batch,
                    prompt_len=a.prompt_len, new_tokens=a.new_tokens, layers=a.layers,
                    out_shape=list(out.shape), forwards=forwards["n"], wall_ms=round(wall * 1e3, 3),
@@ -247,12 +265,7 @@ def run_cb(a):
     for k in steps:
         steps[k] = 0
     forwards["n"] = 0
-    profiler(a, True)
-    t0 = time.perf_counter()
-    out = call(inputs)
-    sync(a)
-    wall = time.perf_counter() - t0
-    profiler(a, False)
+    out, wall = profiled(a, lambda: call(inputs))
     gen_tokens = sum(len(r.generated_tokens) for r in out.values())
     errors = sum(1 for r in out.values() if getattr(r, "error", None) is not None)
     mgr = getattr(model, "_cached_continuous_batching_manager", None)
@@ -285,18 +298,12 @@ def run_moe(a):
     model = MixtralForCausalLM(cfg).to(device=a.device, dtype=dtype).eval()
     forwards = count_forwards(model)
     ids = torch.randint(0, a.vocab, (a.batch, a.prompt_len), device=a.device)
-    kw = dict(max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,
-              pad_token_id=0, eos_token_id=None)
+    kw = greedy(a)
     with torch.no_grad():
         model.generate(ids, **kw)  # warm-up
         sync(a)
         forwards["n"] = 0
-        profiler(a, True)
-        t0 = time.perf_counter()
-        out = model.generate(ids, **kw)
-        sync(a)
-        wall = time.perf_counter() - t0
-        profiler(a, False)
+        out, wall = profiled(a, lambda: model.generate(ids, **kw))
     report(a, dict(workload="moe", experts=a.experts, resolved_experts=getattr(model.config, "_experts_implementation", None),
                    num_experts=a.num_experts, top_k=a.top_k, batch=a.batch, prompt_len=a.prompt_len,
                    new_tokens=a.new_tokens, layers=a.layers, out_shape=list(out.shape), forwards=forwards["n"],
@@ -360,12 +367,7 @@ def run_sample(a):
         decode(a.new_tokens if a.warmup_tokens is None else a.warmup_tokens)
         sync(a)
         forwards["n"] = 0
-        profiler(a, True)
-        t0 = time.perf_counter()
-        out = decode(a.new_tokens)
-        sync(a)
-        wall = time.perf_counter() - t0
-        profiler(a, False)
+        out, wall = profiled(a, lambda: decode(a.new_tokens))
     report(a, dict(workload="sample", where=a.where, batch=a.batch, prompt_len=a.prompt_len,
                    new_tokens=a.new_tokens, layers=a.layers, vocab=a.vocab, out_shape=list(out.shape),
                    forwards=forwards["n"], logits_bytes_per_step=a.batch * a.vocab * 4,
@@ -379,9 +381,7 @@ def main(argv=None):
     add_model_args(g, layers=8, hidden=1024, heads=16, kv_heads=4, inter=2816)
     g.add_argument("--attn", choices=["eager", "sdpa"], default="sdpa")
     g.add_argument("--cache", choices=["dynamic", "static"], default="dynamic")
-    g.add_argument("--batch", type=int, default=8)
-    g.add_argument("--prompt-len", type=int, default=512)
-    g.add_argument("--new-tokens", type=int, default=16)
+    add_decode_args(g, batch=8, prompt_len=512, new_tokens=16)
     s = sub.add_parser("startup", help="whole process: CPU build, .to(cuda), prefill loop")
     add_model_args(s, layers=24, hidden=2048, heads=16, kv_heads=16, inter=5632)
     s.add_argument("--batch", type=int, default=8)
@@ -392,15 +392,11 @@ def main(argv=None):
     m.add_argument("--experts", choices=["eager", "grouped_mm"], default="eager")
     m.add_argument("--num-experts", type=int, default=8)
     m.add_argument("--top-k", type=int, default=2)
-    m.add_argument("--batch", type=int, default=8)
-    m.add_argument("--prompt-len", type=int, default=128)
-    m.add_argument("--new-tokens", type=int, default=32)
+    add_decode_args(m, batch=8, prompt_len=128, new_tokens=32)
     d = sub.add_parser("sample", help="a decode loop sampling on the host or on the GPU")
     add_model_args(d, layers=8, hidden=1024, heads=16, kv_heads=4, inter=2816)
     d.add_argument("--where", choices=["host", "gpu"], default="host")
-    d.add_argument("--batch", type=int, default=8)
-    d.add_argument("--prompt-len", type=int, default=128)
-    d.add_argument("--new-tokens", type=int, default=32)
+    add_decode_args(d, batch=8, prompt_len=128, new_tokens=32)
     d.add_argument("--temperature", type=float, default=0.8)
     d.add_argument("--top-p", type=float, default=0.9)
     d.add_argument("--warmup-tokens", type=int, help="tokens of the warm-up decode (default: --new-tokens)")
