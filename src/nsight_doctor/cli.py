@@ -101,6 +101,16 @@ def rules_option(f):
     )(f)
 
 
+def nsys_option(f):
+    return click.option(
+        "--nsys",
+        "nsys_path",
+        metavar="PATH",
+        default=None,
+        help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).",
+    )(f)
+
+
 FORMAT_HELP = {
     "text": "text",
     "markdown": "markdown",
@@ -227,13 +237,7 @@ def main():
     help="Keep the DuckDB store in this file, for your own SQL. An existing store of the same profile is reused; "
     "a fleet database (ingest) that holds the profile gives its diagnosis.",
 )
-@click.option(
-    "--nsys",
-    "nsys_path",
-    metavar="PATH",
-    default=None,
-    help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).",
-)
+@nsys_option
 @click.option(
     "--gaps",
     "largest_gaps",
@@ -382,13 +386,7 @@ def metric_names() -> list[str]:
     "the verdict and the gate are then per token.",
 )
 @rules_option
-@click.option(
-    "--nsys",
-    "nsys_path",
-    metavar="PATH",
-    default=None,
-    help="The nsys binary used to export .nsys-rep reports (default: $NSYS, PATH, /opt/nvidia).",
-)
+@nsys_option
 @click.option("-v", "--verbose", is_flag=True, help="Also show the notes under the tables and each profile's notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def compare(profiles, labels, report, fail_on_regression, metric, tokens, rules_dirs, nsys_path, verbose, quiet):
