@@ -85,9 +85,19 @@ WITH b AS (
     -- process when the trace does not say.
     SELECT c.pid, coalesce(c.device_id, d.device_id) AS device_id, c.name, c."end", c.reason
     FROM blocking_calls c LEFT JOIN devices d ON c.device_id IS NULL AND d.pid = c.pid
+), returned AS (
+    -- The last blocking call of the gap's process that returned in the first half of the gap.
+    -- Looked up from the calls' side (each call in the last gap of its process and GPU that
+    -- began before it returned): there are far fewer calls than gaps.
+    SELECT g.device_id, g.start, arg_max(c.name, c."end") AS bc_name, max(c."end") AS bc_end,
+           arg_max(c.reason, c."end") AS bc_reason
+    FROM bc c ASOF JOIN (SELECT pid, device_id, start, mid FROM g) g
+        ON g.pid = c.pid AND g.device_id = c.device_id AND c."end" >= g.start
+    WHERE c."end" <= g.mid
+    GROUP BY ALL
 ), k AS MATERIALIZED (
-    SELECT l.*, c.name AS bc_name, c."end" AS bc_end, c.reason AS bc_reason
-    FROM l ASOF LEFT JOIN bc c ON c.pid = l.pid AND c.device_id = l.device_id AND l.mid >= c."end"
+    SELECT l.*, r.bc_name, r.bc_end, r.bc_reason
+    FROM l LEFT JOIN returned r ON r.device_id = l.device_id AND r.start = l.start
 ), long_gaps AS (
     SELECT device_id, start, "end", duration, pid FROM k WHERE duration >= 100000
 ), candidate_calls AS (
@@ -97,19 +107,31 @@ WITH b AS (
     FROM base_api_calls c JOIN api_names_t n ON n.name_id = c.name_id
     LEFT JOIN blocking_calls x ON x.pid = c.pid AND x.tid = c.tid AND x.start = c.start
     WHERE n.category NOT IN ('launch', 'graph_launch', 'sync') AND x.start IS NULL
+), gap_islands AS (
+    -- The long gaps of each process, merged where they overlap (a process may drive several
+    -- GPUs), so that the last one to begin before a call is the only one it can begin in.
+    SELECT pid, start, "end",
+           sum(CASE WHEN prev_end IS NULL OR start > prev_end THEN 1 ELSE 0 END)
+               OVER (PARTITION BY pid ORDER BY start, "end" ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT pid, start, "end",
+                 max("end") OVER (PARTITION BY pid ORDER BY start, "end"
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+          FROM long_gaps)
 ), pid_gaps AS (
-    SELECT pid, start, "end" FROM long_gaps
-), call_gaps AS (
-    SELECT c.*, g."end" AS gap_end
-    FROM candidate_calls c ASOF LEFT JOIN pid_gaps g ON g.pid = c.pid AND c.start >= g.start
+    SELECT pid, start, "end", lead(start) OVER (PARTITION BY pid ORDER BY start) AS next_start
+    FROM (SELECT pid, min(start) AS start, max("end") AS "end" FROM gap_islands GROUP BY pid, island)
+    UNION ALL
+    -- Before the first: a call that begins there overlaps a gap only if one begins while it runs.
+    SELECT pid, -9223372036854775807, -9223372036854775807, min(start) FROM long_gaps GROUP BY pid
 ), other_calls AS (
-    -- Only the calls that overlap a long gap of their process: they start inside one, or one
-    -- begins while they run. The others add the same amount at both ends of every gap's
-    -- integral below, so leaving them out changes no gap's CPU time and spares the windows
-    -- most calls (per-launch queries and the like).
+    -- Only the calls that overlap a long gap of their process: they begin inside one, or one
+    -- begins while they run (one lookup: the last gap to begin before the call, and the start
+    -- of the next). The others add the same amount at both ends of every gap's integral below,
+    -- so leaving them out changes no gap's CPU time and spares the windows most calls
+    -- (per-launch queries and the like).
     SELECT c.pid, c.name_id, c.start, c."end"
-    FROM call_gaps c ASOF LEFT JOIN pid_gaps g ON g.pid = c.pid AND c."end" > g.start
-    WHERE c.start < c.gap_end OR g.start > c.start
+    FROM candidate_calls c ASOF JOIN pid_gaps g ON g.pid = c.pid AND c.start >= g.start
+    WHERE c.start < g."end" OR c."end" > g.next_start
 ), edges AS (
     -- The CPU time of each process in each CUDA call name, as a running integral, so that
     -- the time inside any gap is a difference of two ASOF lookups. (An interval join of gaps
@@ -157,7 +179,7 @@ WITH b AS (
            CASE WHEN k.duration >= 100000 THEN coalesce(a.alloc_ns, 0) END AS alloc_ns,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.copy_ns, 0) END AS copy_ns,
            CASE WHEN k.duration >= 100000 THEN coalesce(a.other_api_ns, 0) END AS other_api_ns,
-           a.top_api, coalesce(k.bc_end >= k.start, false) AS synced
+           a.top_api, k.bc_end IS NOT NULL AS synced
     FROM k LEFT JOIN a ON a.device_id = k.device_id AND a.start = k.start
 )
 SELECT device_id, start, "end", duration, pid, next_op, next_kind, launch_name, launch_start,
