@@ -48,12 +48,13 @@ WITH tot AS (
     SELECT nv.device_id, nv.gpu_start AS s, nv.gpu_end AS e, nv.pattern AS marker, nv.text
     FROM nv JOIN nv_pick USING (device_id, pattern)
 ), ops AS (
-    -- Kernels and graph executions, numbered per GPU, with the signature that recurs.
-    SELECT device_id, start, "end",
-           name || '<<<(' || grid_x || ',' || grid_y || ',' || grid_z || '),(' || block_x || ',' || block_y || ',' || block_z || ')>>>' AS sig
+    -- Kernels and graph executions, numbered per GPU, with the signature that recurs: a hash
+    -- of the name and launch dimensions (cheaper to sort and group than their text, which
+    -- anchor_label spells out for the anchor alone).
+    SELECT device_id, start, "end", hash(name, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS sig
     FROM kernels
     UNION ALL
-    SELECT device_id, start, "end", 'graph ' || coalesce(graph_id::VARCHAR, '?') FROM graph_launches
+    SELECT device_id, start, "end", hash('graph', graph_id) FROM graph_launches
 ), numbered AS (
     SELECT *, row_number() OVER (PARTITION BY device_id ORDER BY start, "end") AS idx FROM ops
 ), sig_n AS (
@@ -96,11 +97,23 @@ WITH tot AS (
     FROM occ o JOIN numbered n ON n.device_id = o.device_id
          AND n.idx BETWEEN o.idx - o.med + 1 AND o.idx
     WHERE o.k = 1 GROUP BY o.device_id
+), anchor_label AS (
+    -- The anchor's name and launch dimensions, from its first occurrence.
+    SELECT o.device_id,
+           any_value(k.name || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z || '),('
+                     || k.block_x || ',' || k.block_y || ',' || k.block_z || ')>>>') AS label
+    FROM occ o JOIN kernels k ON k.device_id = o.device_id AND k.start = o.start
+         AND hash(k.name, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z) = o.sig
+    WHERE o.k = 1 GROUP BY o.device_id
+    UNION ALL
+    SELECT o.device_id, any_value('graph ' || coalesce(g.graph_id::VARCHAR, '?'))
+    FROM occ o JOIN graph_launches g ON g.device_id = o.device_id AND g.start = o.start AND hash('graph', g.graph_id) = o.sig
+    WHERE o.k = 1 GROUP BY o.device_id
 ), anchor_steps AS (
     SELECT o.device_id,
            coalesce(lag(o."end") OVER (PARTITION BY o.device_id ORDER BY o.k), f.s) AS s,
-           o."end" AS e, o.sig AS marker, NULL::VARCHAR AS text
-    FROM occ o JOIN first_start f USING (device_id)
+           o."end" AS e, l.label AS marker, NULL::VARCHAR AS text
+    FROM occ o JOIN first_start f USING (device_id) JOIN anchor_label l USING (device_id)
 ), all_steps AS (
     SELECT device_id, s, e, marker, text, 'nvtx' AS source FROM nv_steps
     UNION ALL
