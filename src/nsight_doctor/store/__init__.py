@@ -95,7 +95,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     # kernel_categories.yaml) and the advice in each framework's terms (advice.yaml).
     con.execute(f"CREATE MACRO kernel_category(name, demangled) AS {taxonomy.case_sql('name', 'demangled')}")
     con.execute("CREATE TABLE advice_t (topic VARCHAR, framework VARCHAR, text VARCHAR)")
-    con.executemany("INSERT INTO advice_t VALUES (?, ?, ?)", advice_rows())
+    rows = advice_rows()
+    # One statement: executemany costs a statement per row.
+    values = ", ".join(["(?, ?, ?)"] * len(rows))
+    con.execute(f"INSERT INTO advice_t VALUES {values}", [v for row in rows for v in row])
     files = view_files()
     for name in view_order():
         try:
