@@ -78,9 +78,10 @@ WITH g AS (
 ), by_config AS (
     SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z,
            count(*) AS n, sum(duration) AS total
-    FROM kernels GROUP BY ALL
+    FROM kernels WHERE name IN (SELECT name FROM g) GROUP BY ALL
 ), by_name AS (
-    SELECT name, count(*) AS n, sum(duration) AS total FROM kernels GROUP BY name
+    -- (only the profiled names: a timeline without reports groups nothing)
+    SELECT name, count(*) AS n, sum(duration) AS total FROM kernels WHERE name IN (SELECT name FROM g) GROUP BY name
 ), timeline AS (
     SELECT (SELECT count(*) > 0 FROM kernels) AS has_kernels,
            (SELECT list(DISTINCT name) FILTER (WHERE name IS NOT NULL) FROM gpus) AS gpu_names
