@@ -28,7 +28,8 @@
 -- end: phase end, ns.
 -- duration: end - start, ns.
 -- source: nvtx when the phase's steps and their kind come from NVTX ranges, else inferred.
--- steps: steps in the phase, NULL for phases without steps.
+-- steps: steps in the phase, NULL for phases without steps (a piece that idle stretches cut
+--   from a phase counts its own: each step goes with the piece in which it ends).
 -- step_ns_median: median step time, ns (for decode, the time per output token).
 -- step_ns_p90: 90th percentile of the step time, ns.
 -- busy_ns: GPU busy time in the phase (gpu_busy clipped to it), ns.
@@ -127,40 +128,40 @@ WITH act AS (
                  lag(segment) OVER (PARTITION BY device_id ORDER BY step) AS prev_segment
           FROM kinds) kinds
 ), step_phases AS (
-    SELECT device_id, kind AS name, min(start) AS start, max("end") AS "end",
+    SELECT device_id, run, kind AS name, min(start) AS start, max("end") AS "end",
            CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END AS source,
            count(*) AS steps, median(duration) FILTER (WHERE NOT interrupted) AS step_ns_median,
            quantile_cont(duration, 0.9) FILTER (WHERE NOT interrupted) AS step_ns_p90
     FROM runs GROUP BY device_id, run, kind
     UNION ALL
-    SELECT device_id, 'warmup', min(start), max("end"),
+    SELECT device_id, -1, 'warmup', min(start), max("end"),
            CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END, count(*), median(duration),
            quantile_cont(duration, 0.9)
     FROM warm WHERE warmup GROUP BY device_id
 ), framed AS (
     SELECT row_number() OVER () AS id, * FROM (
-        SELECT device_id, name, start, "end", source, steps, step_ns_median, step_ns_p90 FROM step_phases
+        SELECT device_id, run, name, start, "end", source, steps, step_ns_median, step_ns_p90 FROM step_phases
         UNION ALL
         -- Start-up: from the first operation to the first step (or the end of one-time work).
-        SELECT a.device_id, 'startup', a.w0, coalesce(f.s0, e.e), 'inferred', NULL, NULL, NULL
+        SELECT a.device_id, NULL, 'startup', a.w0, coalesce(f.s0, e.e), 'inferred', NULL, NULL, NULL
         FROM act a
         LEFT JOIN (SELECT device_id, min(start) AS s0 FROM steps GROUP BY device_id) f USING (device_id)
         LEFT JOIN setup_end e USING (device_id)
         WHERE coalesce(f.s0, e.e) > a.w0
         UNION ALL
         -- Without steps: the rest is steady work.
-        SELECT n.device_id, 'steady', coalesce(e.e, n.w0), n.w1, 'inferred', NULL, NULL, NULL
+        SELECT n.device_id, NULL, 'steady', coalesce(e.e, n.w0), n.w1, 'inferred', NULL, NULL, NULL
         FROM no_steps n LEFT JOIN setup_end e USING (device_id)
         WHERE n.w1 > coalesce(e.e, n.w0)
         UNION ALL
         -- After the last step, a tail longer than a median step is steady work of its own.
-        SELECT a.device_id, 'steady', l.e1, a.w1, 'inferred', NULL, NULL, NULL
+        SELECT a.device_id, NULL, 'steady', l.e1, a.w1, 'inferred', NULL, NULL, NULL
         FROM act a JOIN (SELECT device_id, max("end") AS e1, any_value(med_dur) AS med_dur FROM st GROUP BY device_id) l
           USING (device_id)
         WHERE a.w1 - l.e1 > l.med_dur)
 ), extended AS (
     -- A short tail after the last step (drained copies, final kernels) belongs to the last phase.
-    SELECT f.id, f.device_id, f.name, f.start,
+    SELECT f.id, f.device_id, f.run, f.name, f.start,
            CASE WHEN f."end" = l.e1 AND a.w1 - l.e1 <= l.med_dur THEN a.w1 ELSE f."end" END AS "end",
            f.source, f.steps, f.step_ns_median, f.step_ns_p90
     FROM framed f JOIN act a USING (device_id)
@@ -175,10 +176,31 @@ WITH act AS (
 ), piece_ends AS (
     SELECT id, e, row_number() OVER (PARTITION BY id ORDER BY e) AS n FROM (
         SELECT id, "end" AS e FROM extended UNION ALL SELECT id, start FROM cuts)
+), cut_pieces AS (
+    SELECT f.device_id, f.run, f.name, p.s AS start, q.e AS "end", f.source, f.steps, f.step_ns_median, f.step_ns_p90,
+           f.start = p.s AND f."end" = q.e AS whole
+    FROM extended f JOIN piece_starts p USING (id) JOIN piece_ends q ON q.id = p.id AND q.n = p.n
+), step_rows AS (
+    SELECT device_id, run, start, "end", duration, interrupted FROM runs
+    UNION ALL
+    SELECT device_id, -1, start, "end", duration, false FROM warm WHERE warmup
+), piece_steps AS (
+    -- A phase that idle stretches cut into pieces: each piece with its own steps, each step in
+    -- the last piece that begins before it ends (a step that holds an idle stretch goes with
+    -- the piece after it).
+    SELECT c.device_id, c.start, count(*) AS steps,
+           median(s.duration) FILTER (WHERE NOT s.interrupted) AS step_ns_median,
+           quantile_cont(s.duration, 0.9) FILTER (WHERE NOT s.interrupted) AS step_ns_p90
+    FROM step_rows s ASOF JOIN (SELECT * FROM cut_pieces WHERE NOT whole AND "end" > start) c
+      ON c.device_id = s.device_id AND c.run = s.run AND s."end" > c.start
+    GROUP BY ALL
 ), pieces AS (
     -- The phases with the idle stretches inside them cut out, and the idle stretches.
-    SELECT f.device_id, f.name, p.s AS start, q.e AS "end", f.source, f.steps, f.step_ns_median, f.step_ns_p90
-    FROM extended f JOIN piece_starts p USING (id) JOIN piece_ends q ON q.id = p.id AND q.n = p.n
+    SELECT c.device_id, c.name, c.start, c."end", c.source,
+           CASE WHEN c.whole THEN c.steps ELSE s.steps END AS steps,
+           CASE WHEN c.whole THEN c.step_ns_median ELSE s.step_ns_median END AS step_ns_median,
+           CASE WHEN c.whole THEN c.step_ns_p90 ELSE s.step_ns_p90 END AS step_ns_p90
+    FROM cut_pieces c LEFT JOIN piece_steps s ON NOT c.whole AND s.device_id = c.device_id AND s.start = c.start
     UNION ALL
     SELECT device_id, name, start, "end", 'inferred', NULL, NULL, NULL FROM idle_gaps
 ), first_pass AS (
