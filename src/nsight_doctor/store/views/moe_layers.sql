@@ -16,7 +16,7 @@
 -- routing_pct: routing_ns as % of kernel_ns.
 -- top_kernel: the routing kernel with the most time.
 -- fused: whether the steady state runs its experts in fused or grouped MoE GEMM kernels.
--- blocking_calls: blocking calls in the steady state (as blocking_calls and host-sync count them).
+-- blocking_calls: blocking calls in the steady state (steady_blocking_calls).
 -- syncs_per_layer: blocking_calls per step per MoE layer.
 -- host_routed: at least one blocking call per MoE layer: the experts are picked on the host (a
 --   per-expert loop reading nonzero/where sizes back). moe-routing then claims the steady state's
@@ -51,13 +51,8 @@ WITH s AS (
     SELECT device_id, sum(launches) AS routing_kernels, sum(ns) AS routing_ns,
            max(launches) FILTER (WHERE gate) AS gate_launches, arg_max(name, ns) AS top_kernel
     FROM by_name GROUP BY device_id
-), procs AS (
-    SELECT DISTINCT device_id, pid FROM gpu_ops
 ), b AS (
-    SELECT s.device_id, count(*) AS blocking_calls
-    FROM blocking_calls c JOIN procs p ON p.pid = c.pid JOIN s ON s.device_id = p.device_id
-    WHERE c.start >= s.start AND c.start <= s."end" AND coalesce(c.device_id, s.device_id) = s.device_id
-    GROUP BY s.device_id
+    SELECT device_id, count(*) AS blocking_calls FROM steady_blocking_calls GROUP BY device_id
 )
 SELECT r.device_id, s.steps, round(r.gate_launches / s.steps)::BIGINT AS layers_per_step,
        r.routing_kernels, r.routing_ns, kt.kernel_ns, 100.0 * r.routing_ns / kt.kernel_ns AS routing_pct,

@@ -20,8 +20,7 @@
 -- memcpy_ns: their total time, ns.
 -- memset_ns: total time of the memsets in it, ns.
 -- comm_wait_ns: time its collective kernels waited for a slower GPU (comm_kernels.wait_ns), ns.
--- blocking_calls: blocking calls (blocking_calls) made in it, counted as
---   summary_sync.steady_blocking_count counts them.
+-- blocking_calls: blocking calls made in it (steady_blocking_calls).
 -- blocking_ns: the CPU's time in them, ns.
 CREATE VIEW summary_steady_gpus AS
 WITH ph AS (
@@ -44,10 +43,8 @@ WITH ph AS (
     FROM comm_kernels c JOIN ph ON ph.device_id = c.device_id AND c.start >= ph.start AND c.start < ph."end"
     GROUP BY c.device_id
 ), bl AS (
-    SELECT s.device_id, count(*) AS blocking_calls, sum(c.duration) AS blocking_ns
-    FROM blocking_calls c JOIN steady_state s
-      ON c.start >= s.start AND c.start <= s."end" AND coalesce(c.device_id, s.device_id) = s.device_id
-    GROUP BY s.device_id
+    SELECT device_id, count(*) AS blocking_calls, sum(duration) AS blocking_ns
+    FROM steady_blocking_calls GROUP BY device_id
 )
 SELECT s.device_id, s.window_ns, s.busy_ns, s.idle_ns, s.busy_pct, s.kind, s.steps, s.step_ns_median,
        s.step_ns_p90, coalesce(o.kernels, 0) AS kernels, coalesce(o.kernel_ns, 0) AS kernel_ns,
