@@ -11,7 +11,8 @@
 -- pid: operating-system process id.
 -- tid: thread id.
 -- device_id: the GPU the call waited for, where the trace links it to one (its copy, memset or
---   synchronization record), else NULL.
+--   synchronization record; a synchronization record naming a GPU the process ran no work on
+--   stands for the process's only GPU), else NULL.
 -- name: API name.
 -- correlation_id: links the call to its copy, memset or synchronization record.
 -- reason: sync (a synchronize call), sync_copy (a synchronous copy), pageable_copy (an
@@ -21,8 +22,17 @@ WITH c AS (
     SELECT a.start, a."end", a.duration, a.pid, a.tid, a.name, a.category, a.correlation_id,
            contains(a.name, 'Async') AS async
     FROM api_calls a WHERE a.category IN ('sync', 'memcpy', 'memset')
+), procs AS (
+    SELECT pid, list(DISTINCT device_id) AS devices FROM gpu_ops GROUP BY pid
 ), y AS (
-    SELECT correlation_id, pid, any_value(device_id) AS device_id FROM base_syncs GROUP BY ALL
+    -- The GPU a synchronization record names, when its process ran work there; else the one
+    -- GPU the process ran work on (nsys 2025.3 records device 0 for the syncs of a process
+    -- that ran on GPU 1 alone); else unknown.
+    SELECT s.correlation_id, s.pid,
+           CASE WHEN list_contains(any_value(p.devices), any_value(s.device_id)) THEN any_value(s.device_id)
+                WHEN len(any_value(p.devices)) = 1 THEN any_value(p.devices)[1] END AS device_id
+    FROM base_syncs s LEFT JOIN procs p USING (pid)
+    GROUP BY s.correlation_id, s.pid
 )
 SELECT c.start, c."end", c.duration, c.pid, c.tid,
        coalesce(m.device_id, s.device_id, y.device_id) AS device_id, c.name, c.correlation_id,
