@@ -15,6 +15,7 @@ import pytest
 
 from conftest import sample, unxz
 from nsight_doctor import analyze
+from nsight_doctor.render.json_out import to_dict
 
 # The vocabulary projection (lm_head) of each sample, from its README: one launch per forward.
 LM_HEAD = {
@@ -314,6 +315,18 @@ def test_grouped_moe_routing_is_not_called_host_routed(runs2):
     eager, _ = runs2["hf_moe_eager"]
     assert finding(d, "moe-routing") is None
     assert d.summary.steady_state.step_ns_median < 0.7 * eager.summary.steady_state.step_ns_median
+
+
+def test_ties_are_broken_the_same_way_with_any_number_of_threads(runs2, monkeypatch):
+    """hf_moe_grouped's decode runs three skinny GEMMs equally often (496 launches each): the
+    finding names the first by name, not whichever a thread counted first, and the whole
+    diagnosis is the same with one DuckDB thread as with several."""
+    d, _ = runs2["hf_moe_grouped"]
+    assert finding(d, "small-batch-decode").evidence["top_skinny"] == "nvjet_sm90_tst_128x8_64x12_2x1_v_bz_TNT"
+    monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", "1")
+    one = analyze([export_path("hf_moe_grouped", Path("/nonexistent"))])
+    assert to_dict(one)["findings"] == to_dict(d)["findings"]
+    assert to_dict(one)["summary"] == to_dict(d)["summary"]
 
 
 def test_kernels_built_per_new_length_are_the_top_finding_with_numbers_from_sql():

@@ -63,7 +63,7 @@ WITH g AS (
            avg(duration_ns) AS duration_ns, avg(sm_pct) AS sm_pct, avg(mem_pct) AS mem_pct,
            avg(dram_pct) AS dram_pct, avg(achieved_occupancy_pct) AS achieved_occupancy_pct,
            avg(theoretical_occupancy_pct) AS theoretical_occupancy_pct,
-           mode(occupancy_limiter) AS occupancy_limiter, avg(waves_per_sm) AS waves_per_sm,
+           mode(occupancy_limiter ORDER BY occupancy_limiter) AS occupancy_limiter, avg(waves_per_sm) AS waves_per_sm,
            avg(issue_active) AS issue_active, avg(eligible_warps) AS eligible_warps,
            avg(tensor_pct) AS tensor_pct, avg(arithmetic_intensity) AS arithmetic_intensity,
            avg(ridge_flop_per_byte) AS ridge_flop_per_byte,
@@ -71,8 +71,8 @@ WITH g AS (
            avg(global_ld_bytes_per_sector) AS global_ld_bytes_per_sector,
            avg(global_st_bytes_per_sector) AS global_st_bytes_per_sector,
            sum(smem_bank_conflicts) AS smem_bank_conflicts, sum(smem_wavefronts) AS smem_wavefronts,
-           mode(top_stall) AS top_stall, avg(top_stall_ratio) AS top_stall_ratio,
-           mode(bottleneck) AS bottleneck, mode(regime) AS regime, avg(roof_pct) AS roof_pct,
+           mode(top_stall ORDER BY top_stall) AS top_stall, avg(top_stall_ratio) AS top_stall_ratio,
+           mode(bottleneck ORDER BY bottleneck) AS bottleneck, mode(regime ORDER BY regime) AS regime, avg(roof_pct) AS roof_pct,
            bool_or(coalesce(contains(sections, 'SourceCounters'), false)) AS has_source_counters
     FROM ncu_kernels GROUP BY launch
 ), by_config AS (

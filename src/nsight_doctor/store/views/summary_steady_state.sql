@@ -15,7 +15,7 @@
 CREATE VIEW summary_steady_state AS
 SELECT min(s.start) AS start_ns, max(s."end") AS end_ns, sum(s.window_ns) AS window_ns,
        100.0 * sum(s.busy_ns) / nullif(sum(s.window_ns), 0) AS busy_pct,
-       mode(s.kind) AS kind, max(s.steps) AS steps,
+       mode(s.kind ORDER BY s.kind) AS kind, max(s.steps) AS steps,
        arg_max(s.step_ns_median, (coalesce(s.steps, 0), -s.device_id)) AS step_ns_median,
        arg_max(s.step_ns_p90, (coalesce(s.steps, 0), -s.device_id)) AS step_ns_p90,
        100.0 * sum(s.window_ns) / nullif((SELECT sum(window_ns) FROM gpu_activity), 0) AS share_pct,
