@@ -96,9 +96,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE MACRO kernel_category(name, demangled) AS {taxonomy.case_sql('name', 'demangled')}")
     con.execute("CREATE TABLE advice_t (topic VARCHAR, framework VARCHAR, text VARCHAR)")
     rows = advice_rows()
-    # One statement: executemany costs a statement per row.
-    values = ", ".join(["(?, ?, ?)"] * len(rows))
-    con.execute(f"INSERT INTO advice_t VALUES {values}", [v for row in rows for v in row])
+    if rows:
+        # One statement: executemany costs a statement per row.
+        values = ", ".join(["(?, ?, ?)"] * len(rows))
+        con.execute(f"INSERT INTO advice_t VALUES {values}", [v for row in rows for v in row])
     files = view_files()
     for name in view_order():
         try:

@@ -25,11 +25,12 @@ WITH c AS (
 ), procs AS (
     SELECT pid, list(DISTINCT device_id) AS devices FROM gpu_ops GROUP BY pid
 ), y AS (
-    -- The GPU a synchronization record names, when its process ran work there; else the one
-    -- GPU the process ran work on (nsys 2025.3 records device 0 for the syncs of a process
-    -- that ran on GPU 1 alone); else unknown.
+    -- The GPU a synchronization record names, when its process ran work there (or none at
+    -- all); else the one GPU the process ran work on (nsys 2025.3 records device 0 for the
+    -- syncs of a process that ran on GPU 1 alone); else unknown.
     SELECT s.correlation_id, s.pid,
-           CASE WHEN list_contains(any_value(p.devices), any_value(s.device_id)) THEN any_value(s.device_id)
+           CASE WHEN any_value(p.devices) IS NULL
+                  OR list_contains(any_value(p.devices), any_value(s.device_id)) THEN any_value(s.device_id)
                 WHEN len(any_value(p.devices)) = 1 THEN any_value(p.devices)[1] END AS device_id
     FROM base_syncs s LEFT JOIN procs p USING (pid)
     GROUP BY s.correlation_id, s.pid

@@ -47,8 +47,8 @@
 --   operation before it), the bytes of that copy; else NULL.
 -- after_readback: readback_bytes is 32 KiB or more: the host received more than a few scalars
 --   (the logits of one sequence over a 16 k vocabulary in bf16 are 32 KB, over 32 k 64 KB) and
---   the GPU waited while it worked on them. One definition for the rules: host-sampling claims these gaps
---   (of cause cpu, api or sync) and gpu-idle and host-sync leave them out.
+--   the GPU waited while it worked on them. host-sampling claims these gaps (of cause cpu, api
+--   or sync) in the steady state: steady_gaps.claimed_by.
 CREATE TABLE gpu_gaps AS
 WITH b AS (
     SELECT device_id, start, "end",
@@ -89,14 +89,15 @@ WITH b AS (
     -- The last blocking call of the gap's process that returned in the first half of the gap.
     -- Looked up from the calls' side (each call in the last gap of its process and GPU that
     -- began before it returned): there are far fewer calls than gaps.
-    SELECT g.device_id, g.start, arg_max(c.name, c."end") AS bc_name, max(c."end") AS bc_end,
-           arg_max(c.reason, c."end") AS bc_reason
+    -- (one call's name and reason; a tie on the end goes to the greater name, as in top_api)
+    SELECT g.device_id, g.start, max(c."end") AS bc_end,
+           arg_max({'name': c.name, 'reason': c.reason}, (c."end", c.name)) AS bc
     FROM bc c ASOF JOIN (SELECT pid, device_id, start, mid FROM g) g
         ON g.pid = c.pid AND g.device_id = c.device_id AND c."end" >= g.start
     WHERE c."end" <= g.mid
     GROUP BY ALL
 ), k AS MATERIALIZED (
-    SELECT l.*, r.bc_name, r.bc_end, r.bc_reason
+    SELECT l.*, r.bc.name AS bc_name, r.bc_end, r.bc.reason AS bc_reason
     FROM l LEFT JOIN returned r ON r.device_id = l.device_id AND r.start = l.start
 ), long_gaps AS (
     SELECT device_id, start, "end", duration, pid FROM k WHERE duration >= 100000
@@ -170,7 +171,7 @@ WITH b AS (
            coalesce(sum(overlap) FILTER (WHERE category = 'alloc'), 0) AS alloc_ns,
            coalesce(sum(overlap) FILTER (WHERE category IN ('memcpy', 'memset')), 0) AS copy_ns,
            coalesce(sum(overlap) FILTER (WHERE category = 'other'), 0) AS other_api_ns,
-           arg_max(name, overlap) AS top_api
+           arg_max(name, (overlap, name)) AS top_api  -- (a tie goes to the greater name)
     FROM cpu WHERE overlap > 0 GROUP BY ALL
 ), c AS (
     SELECT k.*,

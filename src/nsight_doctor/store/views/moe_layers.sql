@@ -20,7 +20,8 @@
 -- syncs_per_layer: blocking_calls per step per MoE layer.
 -- host_routed: at least one blocking call per MoE layer: the experts are picked on the host (a
 --   per-expert loop reading nonzero/where sizes back). moe-routing then claims the steady state's
---   sync gaps and host-sync leaves this GPU to it.
+--   gaps after synchronize calls and pageable copies (steady_gaps.claimed_by), which host-sync
+--   leaves to it.
 CREATE VIEW moe_layers AS
 WITH s AS (
     SELECT device_id, start, "end", steps FROM steady_state WHERE steps IS NOT NULL

@@ -29,7 +29,8 @@
 -- duration: end - start, ns.
 -- source: nvtx when the phase's steps and their kind come from NVTX ranges, else inferred.
 -- steps: steps in the phase, NULL for phases without steps (a piece that idle stretches cut
---   from a phase counts its own: each step goes with the piece in which it ends).
+--   from a phase counts its own: each step goes with the piece in which it ends, and a piece
+--   in which none ends has NULL).
 -- step_ns_median: median step time, ns (for decode, the time per output token).
 -- step_ns_p90: 90th percentile of the step time, ns.
 -- busy_ns: GPU busy time in the phase (gpu_busy clipped to it), ns.
@@ -188,7 +189,7 @@ WITH act AS (
     -- A phase that idle stretches cut into pieces: each piece with its own steps, each step in
     -- the last piece that begins before it ends (a step that holds an idle stretch goes with
     -- the piece after it).
-    SELECT c.device_id, c.start, count(*) AS steps,
+    SELECT c.device_id, c.run, c.start, count(*) AS steps,
            median(s.duration) FILTER (WHERE NOT s.interrupted) AS step_ns_median,
            quantile_cont(s.duration, 0.9) FILTER (WHERE NOT s.interrupted) AS step_ns_p90
     FROM step_rows s ASOF JOIN (SELECT * FROM cut_pieces WHERE NOT whole AND "end" > start) c
@@ -201,6 +202,7 @@ WITH act AS (
            CASE WHEN c.whole THEN c.step_ns_median ELSE s.step_ns_median END AS step_ns_median,
            CASE WHEN c.whole THEN c.step_ns_p90 ELSE s.step_ns_p90 END AS step_ns_p90
     FROM cut_pieces c LEFT JOIN piece_steps s ON NOT c.whole AND s.device_id = c.device_id AND s.start = c.start
+         AND s.run = c.run
     UNION ALL
     SELECT device_id, name, start, "end", 'inferred', NULL, NULL, NULL FROM idle_gaps
 ), first_pass AS (

@@ -35,8 +35,9 @@ SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.bloc
             WHEN g.cause = 'sync' AND g.blocking_reason IN ('sync', 'pageable_copy')
                  AND g.device_id IN (SELECT device_id FROM moe_layers WHERE host_routed) THEN 'moe-routing'
        END AS claimed_by
--- (A GPU has a few steady phases, so a join on the GPU that tests each of them is several
--- times faster than an ASOF join, which sorts every gap with its columns.)
+-- (A GPU has a few steady phases, which do not overlap (test_invariants), so a join on the
+-- GPU that tests each of them is several times faster than an ASOF join, which sorts every
+-- gap with its columns.)
 FROM gpu_gaps g
 JOIN (SELECT device_id, start, "end", name FROM phases WHERE steady) p
   ON p.device_id = g.device_id AND g.start >= p.start AND g."end" <= p."end";

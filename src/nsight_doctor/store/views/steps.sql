@@ -113,7 +113,7 @@ WITH tot AS (
     SELECT o.device_id,
            coalesce(lag(o."end") OVER (PARTITION BY o.device_id ORDER BY o.k), f.s) AS s,
            o."end" AS e, l.label AS marker, NULL::VARCHAR AS text
-    FROM occ o JOIN first_start f USING (device_id) JOIN anchor_label l USING (device_id)
+    FROM occ o JOIN first_start f USING (device_id) LEFT JOIN anchor_label l USING (device_id)
 ), all_steps AS (
     SELECT device_id, s, e, marker, text, 'nvtx' AS source FROM nv_steps
     UNION ALL
