@@ -143,7 +143,7 @@ def test_triton_compiles_between_benchmark_loops_are_one_time_setup():
         con = built.connect()
         steps = dict(con.execute("SELECT device_id, count(*) FROM steps GROUP BY ALL").fetchall())
         per_phase = dict(con.execute("SELECT device_id, sum(steps) FROM phases GROUP BY ALL").fetchall())
-        pieces = con.execute("SELECT count(*) FROM phases WHERE steady AND steps IS NULL").fetchone()[0]
+        pieces = con.execute("SELECT count(*) FROM phases WHERE steady AND steps IS NULL").fetchall()[0][0]
         con.close()
     finally:
         built.close()
