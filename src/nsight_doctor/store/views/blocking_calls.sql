@@ -23,7 +23,7 @@ WITH c AS (
            contains(a.name, 'Async') AS async
     FROM api_calls a WHERE a.category IN ('sync', 'memcpy', 'memset')
 ), procs AS (
-    SELECT pid, list(DISTINCT device_id) AS devices FROM gpu_ops GROUP BY pid
+    SELECT pid, list(device_id) AS devices FROM process_gpus GROUP BY pid
 ), y AS (
     -- The GPU a synchronization record names, when its process ran work there (or none at
     -- all); else the one GPU the process ran work on (nsys 2025.3 records device 0 for the

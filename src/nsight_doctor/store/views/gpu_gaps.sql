@@ -78,13 +78,11 @@ WITH b AS (
            a.category IN ('launch', 'graph_launch') AS is_launch, f.start IS NOT NULL AS first_launch
     FROM g LEFT JOIN api_calls a ON a.correlation_id = g.next_corr AND a.pid = g.pid
     LEFT JOIN firsts f ON f.device_id = g.device_id AND f.name = g.next_op AND f.start = g."end"
-), devices AS (
-    SELECT DISTINCT pid, device_id FROM gpu_ops
 ), bc AS (
     -- Each blocking call once per GPU it may have waited for: its own, or every GPU of its
     -- process when the trace does not say.
     SELECT c.pid, coalesce(c.device_id, d.device_id) AS device_id, c.name, c."end", c.reason
-    FROM blocking_calls c LEFT JOIN devices d ON c.device_id IS NULL AND d.pid = c.pid
+    FROM blocking_calls c LEFT JOIN process_gpus d ON c.device_id IS NULL AND d.pid = c.pid
 ), returned AS (
     -- The last blocking call of the gap's process that returned in the first half of the gap.
     -- Looked up from the calls' side (each call in the last gap of its process and GPU that

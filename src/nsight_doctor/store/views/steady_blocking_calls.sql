@@ -13,11 +13,8 @@
 -- correlation_id: links the call to its copy, memset or synchronization record.
 -- reason: sync, sync_copy, pageable_copy or sync_memset (see blocking_calls).
 CREATE VIEW steady_blocking_calls AS
-WITH procs AS (
-    SELECT DISTINCT device_id, pid FROM gpu_ops
-)
 SELECT s.device_id, c.start, c."end", c.duration, c.pid, c.tid, c.name, c.correlation_id, c.reason
 FROM blocking_calls c
-JOIN procs p ON p.pid = c.pid
+JOIN process_gpus p ON p.pid = c.pid
 JOIN steady_state s ON s.device_id = p.device_id
 WHERE c.start >= s.start AND c.start <= s."end" AND coalesce(c.device_id, s.device_id) = s.device_id;
