@@ -129,34 +129,32 @@ WITH act AS (
                  lag(segment) OVER (PARTITION BY device_id ORDER BY step) AS prev_segment
           FROM kinds) kinds
 ), step_phases AS (
+    -- (their step counts and times are the pieces', below)
     SELECT device_id, run, kind AS name, min(start) AS start, max("end") AS "end",
-           CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END AS source,
-           count(*) AS steps, median(duration) FILTER (WHERE NOT interrupted) AS step_ns_median,
-           quantile_cont(duration, 0.9) FILTER (WHERE NOT interrupted) AS step_ns_p90
+           CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END AS source
     FROM runs GROUP BY device_id, run, kind
     UNION ALL
     SELECT device_id, -1, 'warmup', min(start), max("end"),
-           CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END, count(*), median(duration),
-           quantile_cont(duration, 0.9)
+           CASE WHEN bool_and(source = 'nvtx') THEN 'nvtx' ELSE 'inferred' END
     FROM warm WHERE warmup GROUP BY device_id
 ), framed AS (
     SELECT row_number() OVER () AS id, * FROM (
-        SELECT device_id, run, name, start, "end", source, steps, step_ns_median, step_ns_p90 FROM step_phases
+        SELECT device_id, run, name, start, "end", source FROM step_phases
         UNION ALL
         -- Start-up: from the first operation to the first step (or the end of one-time work).
-        SELECT a.device_id, NULL, 'startup', a.w0, coalesce(f.s0, e.e), 'inferred', NULL, NULL, NULL
+        SELECT a.device_id, NULL, 'startup', a.w0, coalesce(f.s0, e.e), 'inferred'
         FROM act a
         LEFT JOIN (SELECT device_id, min(start) AS s0 FROM steps GROUP BY device_id) f USING (device_id)
         LEFT JOIN setup_end e USING (device_id)
         WHERE coalesce(f.s0, e.e) > a.w0
         UNION ALL
         -- Without steps: the rest is steady work.
-        SELECT n.device_id, NULL, 'steady', coalesce(e.e, n.w0), n.w1, 'inferred', NULL, NULL, NULL
+        SELECT n.device_id, NULL, 'steady', coalesce(e.e, n.w0), n.w1, 'inferred'
         FROM no_steps n LEFT JOIN setup_end e USING (device_id)
         WHERE n.w1 > coalesce(e.e, n.w0)
         UNION ALL
         -- After the last step, a tail longer than a median step is steady work of its own.
-        SELECT a.device_id, NULL, 'steady', l.e1, a.w1, 'inferred', NULL, NULL, NULL
+        SELECT a.device_id, NULL, 'steady', l.e1, a.w1, 'inferred'
         FROM act a JOIN (SELECT device_id, max("end") AS e1, any_value(med_dur) AS med_dur FROM st GROUP BY device_id) l
           USING (device_id)
         WHERE a.w1 - l.e1 > l.med_dur)
@@ -164,7 +162,7 @@ WITH act AS (
     -- A short tail after the last step (drained copies, final kernels) belongs to the last phase.
     SELECT f.id, f.device_id, f.run, f.name, f.start,
            CASE WHEN f."end" = l.e1 AND a.w1 - l.e1 <= l.med_dur THEN a.w1 ELSE f."end" END AS "end",
-           f.source, f.steps, f.step_ns_median, f.step_ns_p90
+           f.source
     FROM framed f JOIN act a USING (device_id)
     LEFT JOIN (SELECT device_id, max("end") AS e1, any_value(med_dur) AS med_dur FROM st GROUP BY device_id) l
       USING (device_id)
@@ -178,31 +176,27 @@ WITH act AS (
     SELECT id, e, row_number() OVER (PARTITION BY id ORDER BY e) AS n FROM (
         SELECT id, "end" AS e FROM extended UNION ALL SELECT id, start FROM cuts)
 ), cut_pieces AS (
-    SELECT f.device_id, f.run, f.name, p.s AS start, q.e AS "end", f.source, f.steps, f.step_ns_median, f.step_ns_p90,
-           f.start = p.s AND f."end" = q.e AS whole
+    SELECT f.device_id, f.run, f.name, p.s AS start, q.e AS "end", f.source
     FROM extended f JOIN piece_starts p USING (id) JOIN piece_ends q ON q.id = p.id AND q.n = p.n
 ), step_rows AS (
-    SELECT device_id, run, start, "end", duration, interrupted FROM runs
+    -- last_ns: the step's last nanosecond (its start when it has no length).
+    SELECT device_id, run, duration, interrupted, greatest("end" - 1, start) AS last_ns FROM runs
     UNION ALL
-    SELECT device_id, -1, start, "end", duration, false FROM warm WHERE warmup
+    SELECT device_id, -1, duration, false, greatest("end" - 1, start) FROM warm WHERE warmup
 ), piece_steps AS (
-    -- A phase that idle stretches cut into pieces: each piece with its own steps, each step in
-    -- the last piece that begins before it ends (a step that holds an idle stretch goes with
-    -- the piece after it).
+    -- Each piece of a phase with its own steps, each step in the last piece of its run that
+    -- begins before it ends: a phase that idle stretches cut into pieces does not repeat its
+    -- count on every piece, and a step that holds an idle stretch goes with the piece after it.
     SELECT c.device_id, c.run, c.start, count(*) AS steps,
            median(s.duration) FILTER (WHERE NOT s.interrupted) AS step_ns_median,
            quantile_cont(s.duration, 0.9) FILTER (WHERE NOT s.interrupted) AS step_ns_p90
-    FROM step_rows s ASOF JOIN (SELECT * FROM cut_pieces WHERE NOT whole AND "end" > start) c
-      ON c.device_id = s.device_id AND c.run = s.run AND s."end" > c.start
+    FROM step_rows s ASOF JOIN (SELECT * FROM cut_pieces WHERE "end" > start) c
+      ON c.device_id = s.device_id AND c.run = s.run AND s.last_ns >= c.start
     GROUP BY ALL
 ), pieces AS (
     -- The phases with the idle stretches inside them cut out, and the idle stretches.
-    SELECT c.device_id, c.name, c.start, c."end", c.source,
-           CASE WHEN c.whole THEN c.steps ELSE s.steps END AS steps,
-           CASE WHEN c.whole THEN c.step_ns_median ELSE s.step_ns_median END AS step_ns_median,
-           CASE WHEN c.whole THEN c.step_ns_p90 ELSE s.step_ns_p90 END AS step_ns_p90
-    FROM cut_pieces c LEFT JOIN piece_steps s ON NOT c.whole AND s.device_id = c.device_id AND s.start = c.start
-         AND s.run = c.run
+    SELECT c.device_id, c.name, c.start, c."end", c.source, s.steps, s.step_ns_median, s.step_ns_p90
+    FROM cut_pieces c LEFT JOIN piece_steps s ON s.device_id = c.device_id AND s.run = c.run AND s.start = c.start
     UNION ALL
     SELECT device_id, name, start, "end", 'inferred', NULL, NULL, NULL FROM idle_gaps
 ), first_pass AS (
