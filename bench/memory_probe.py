@@ -1,7 +1,7 @@
 """Peak memory and wall time of `analyze` on one profile under several DuckDB settings, each in a
 fresh process: the measurements behind the defaults of store.store_config (docs/performance.md).
 
-    python bench/memory_probe.py PROFILE.sqlite [--threads 16] [--json out.json]
+    python bench/memory_probe.py PROFILE.sqlite [--threads 16] [--multiples 0.5,1.5] [--json out.json]
 
 Each configuration sets DuckDB's memory limit as a multiple of the input's size (None: the
 tool's default, with its retry) or keeps the order of inserted rows (preserve_insertion_order,
@@ -75,15 +75,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("profile")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--multiples", help="only these limits, as multiples of the input's size, comma-separated")
     ap.add_argument("--json")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     from nsight_doctor.store import input_bytes
 
     size_mb = input_bytes([a.profile]) / (1 << 20)  # a Parquet folder: its files together
-    configs = [{"memory_limit": None}]
-    configs += [{"memory_limit": f"{int(x * size_mb)}MB"} for x in (1.0, 1.5, 2.0, 3.0, 4.0)]
-    configs += [{"memory_limit": f"{int(1.5 * size_mb)}MB", "duckdb": {"preserve_insertion_order": True}}]
+    configs: list[dict] = [{"memory_limit": None}]
+    if a.multiples:
+        configs += [{"memory_limit": f"{int(float(x) * size_mb)}MB"} for x in a.multiples.split(",")]
+    else:
+        configs += [{"memory_limit": f"{int(x * size_mb)}MB"} for x in (1.0, 1.5, 2.0, 3.0, 4.0)]
+        configs += [{"memory_limit": f"{int(1.5 * size_mb)}MB", "duckdb": {"preserve_insertion_order": True}}]
     rows = []
     for extra in configs:
         row = run(a.profile, a.threads, extra)

@@ -292,7 +292,7 @@ def test_memory_limit_reaches_duckdb_and_hitting_it_is_one_line(tmp_path):
 
 
 def test_a_default_limit_that_is_too_small_is_retried_once_with_a_larger_one(monkeypatch):
-    """Without --memory-limit the analysis runs at 1.5x the input (at least 512 MB); when that
+    """Without --memory-limit the analysis runs at store.default_memory_limit; when that
     runs out of memory it runs once more with a larger limit, says so, and gives the same
     diagnosis. Here the default is forced down to 10 MB (decode_b1 needs about 80 MB)."""
     import nsight_doctor.store as store
@@ -321,7 +321,44 @@ def test_the_default_limit_follows_the_data_not_the_compressed_file():
     assert store.data_bytes([rep]) == 4 * rep.stat().st_size
     assert store.data_bytes([pq]) == 5 * sum(f.stat().st_size for f in pq.iterdir())
     assert store.data_bytes([sqlite, rep]) == sqlite.stat().st_size + 4 * rep.stat().st_size
-    assert store.default_memory_limit([sqlite]) == "512MB"  # the floor
+    threads = store.duckdb_threads()
+    assert (
+        store.default_memory_limit([sqlite])
+        == f"{max(256, int(0.75 * sqlite.stat().st_size / (1 << 20) + 16 * threads))}MB"
+    )
+
+
+def test_the_views_get_the_memory_their_operations_need(monkeypatch):
+    """After reading, the default limit is raised to what the busiest GPU's operations need
+    (store.rows_memory_limit), and the rules' connection has it too; a limit given with
+    --memory-limit is kept."""
+    from nsight_doctor import store
+
+    monkeypatch.setattr(store, "BYTES_PER_OP", 64 * 1024)  # 64 KiB each: about 1 GB
+    built = store.build([B1])
+    try:
+        con = built.connect()
+        [(gpus, ops)] = con.execute("SELECT count(DISTINCT device_id), count(*) FROM gpu_ops").fetchall()
+        con.close()
+        assert gpus == 1
+        need = 32 + int(ops * 64 * 1024 / (1 << 20)) + 16 * store.duckdb_threads()
+        assert built.config["memory_limit"] == f"{need}MB"
+        con = built.connect()
+        [(limit,)] = con.execute("SELECT current_setting('memory_limit')").fetchall()
+        con.close()
+        [(expected,)] = (
+            duckdb.connect(config={"memory_limit": f"{need}MB"})
+            .sql("SELECT current_setting('memory_limit')")
+            .fetchall()
+        )
+        assert limit == expected
+    finally:
+        built.close()
+    built = store.build([B1], memory_limit="300MB")
+    try:
+        assert built.config["memory_limit"] == "300MB"
+    finally:
+        built.close()
 
 
 def test_work_beyond_the_limit_spills_to_the_private_folder(tmp_path):

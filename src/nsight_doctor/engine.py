@@ -80,7 +80,7 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     except OutOfMemory as e:
         if opts.memory_limit is not None or reused_store:
             raise ResourceError(out_of_memory_message(inputs, e.stage, opts.memory_limit)) from e.__cause__
-        # The default limit (1.5x the input) was not enough: once more with a larger one.
+        # The default limit (store.default_memory_limit) was not enough: once more with a larger one.
         first, larger = store.default_memory_limit(inputs), store.retry_memory_limit(inputs)
         try:
             built_inputs, summ, findings, skipped, datasets = run_once(
@@ -130,6 +130,14 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
     """Builds (or reuses) the store and reads the diagnosis from it: (inputs, summary,
     findings, skipped, datasets). An out-of-memory error comes back as OutOfMemory(stage)."""
     stage = "reading the inputs"
+
+    def progress(step: str) -> None:
+        nonlocal stage
+        if step == "views":
+            stage = "building the views"
+        if opts.progress:
+            opts.progress(step)
+
     try:
         if opts.db and reused_store:
             built = reuse_store(opts.db, inputs_id)
@@ -138,7 +146,7 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 inputs,
                 db=opts.db,
                 nsys_path=opts.nsys,
-                progress=opts.progress,
+                progress=progress,
                 meta=meta,
                 memory_limit=opts.memory_limit,
                 export_timeout=opts.export_timeout,

@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 
 from nsight_doctor import __version__, yamlio
-from nsight_doctor.db import first_line, one, quiet, quote, sandbox, table_exists
+from nsight_doctor.db import first_line, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
 from nsight_doctor.store import taxonomy
@@ -175,6 +175,12 @@ def build(
             for path in inputs:
                 infos.append(load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout))
             finish(con)
+            if memory_limit is None:
+                # The default follows the file's size; the views need memory by operations.
+                need = rows_memory_limit(con)
+                if need > megabytes(config["memory_limit"]):
+                    config["memory_limit"] = capped(need)
+                    con.execute(f"SET memory_limit = '{config['memory_limit']}'")
             if progress:
                 progress("views")
             create_views(con)
@@ -243,20 +249,48 @@ def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
     return total
 
 
-# The default memory limit, as a multiple of the input's size: on a 496 MB export with 16
-# threads (bench/memory_probe.py, docs/performance.md) 1.5x ran fastest (15 s) with a peak of
-# 1.7 GB, where 256 MB per thread (4 GB) peaked at 4.4 GB and took 23 s; 1.0x ran out of
-# memory while reading. When the default is not enough, the analysis runs once more with
-# retry_memory_limit (engine.py).
-INPUT_MULTIPLE = 1.5
-# DuckDB's memory per thread that the retry allows at least: each thread keeps its own
-# buffers for sorts and joins.
+# The default memory limit: a share of the input's data plus some per DuckDB thread. RSS runs
+# above DuckDB's limit (the interpreter, and allocator pages freed less than a second ago: about
+# 0.2 GB with 2 threads, 0.7 GB with 16), so the limit is below the data to keep the peak near
+# 1.5 times it. On the 496 MB export (bench/memory_probe.py, docs/performance.md), 2 cores:
+# 1.5x gave 25 s and a peak of 1.09 GB, 0.75x 26-29 s and 0.62-0.66 GB; 0.5x ran out of memory
+# in gpu_busy's windows, which hold all of one GPU's operations at once. rows_memory_limit
+# raises the limit for that after reading; when the limit is still not enough, the analysis
+# runs once more with retry_memory_limit (engine.py).
+INPUT_MULTIPLE = 0.75
+MIN_MB = 256
+# Per DuckDB thread, in the default limit: each thread keeps its own sort and hash buffers (with
+# 16 threads gpu_gaps ran out of memory at 371 MB and not at 495 MB).
+DEFAULT_MB_PER_THREAD = 16
+# The memory of the windows over one GPU's operations (gpu_busy, gpu_gaps, steps), per operation:
+# with 2 M operations on one GPU the analysis ran out of memory at 250 MB and not at 300 MB with
+# 2 threads, and at 371 MB and not at 495 MB with 16.
+BYTES_PER_OP = 128
+# The retry's memory per DuckDB thread, at least.
 MB_PER_THREAD = 256
 
 
 def default_memory_limit(paths: Sequence[str | os.PathLike]) -> str:
-    """1.5 times the input's data, at least 512 MB, at most 80% of the machine's memory."""
-    return capped(max(512, int(INPUT_MULTIPLE * data_bytes(paths) / (1 << 20))))
+    """0.75 times the input's data and 16 MB per DuckDB thread, at least 256 MB, at most 80% of
+    the machine's memory."""
+    mb = INPUT_MULTIPLE * data_bytes(paths) / (1 << 20) + DEFAULT_MB_PER_THREAD * duckdb_threads()
+    return capped(max(MIN_MB, int(mb)))
+
+
+def rows_memory_limit(con: duckdb.DuckDBPyConnection) -> int:
+    """The limit, in MB, that the views need for the operations read: the busiest GPU's
+    operations at BYTES_PER_OP, DEFAULT_MB_PER_THREAD per thread and 32 MB."""
+    ops = scalar(
+        con,
+        """SELECT coalesce(max(n), 0) FROM (
+               SELECT device_id, sum(n) AS n FROM (
+                   SELECT device_id, count(*) AS n FROM base_kernels GROUP BY ALL
+                   UNION ALL SELECT device_id, count(*) FROM base_graph_launches GROUP BY ALL
+                   UNION ALL SELECT device_id, count(*) FROM base_memcpy GROUP BY ALL
+                   UNION ALL SELECT device_id, count(*) FROM base_memset GROUP BY ALL)
+               GROUP BY ALL)""",
+    )
+    return 32 + int(ops * BYTES_PER_OP / (1 << 20)) + DEFAULT_MB_PER_THREAD * duckdb_threads()
 
 
 def retry_memory_limit(paths: Sequence[str | os.PathLike]) -> str:
@@ -280,6 +314,11 @@ def data_bytes(paths: Sequence[str | os.PathLike]) -> int:
         ratio = PARQUET_RATIO if p.is_dir() else next((r for s, r in COMPRESSED_RATIO.items() if p.name.endswith(s)), 1)
         total += ratio * input_bytes([p])
     return total
+
+
+def megabytes(limit: str) -> int:
+    """The MB of a limit this module wrote (capped's "<n>MB")."""
+    return int(limit.removesuffix("MB"))
 
 
 def capped(mb: int) -> str:
