@@ -75,17 +75,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("profile")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--multiples", help="only these limits, as multiples of the input's size, comma-separated")
+    ap.add_argument(
+        "--multiples", help="only these limits: multiples of the input's size or 'default', comma-separated"
+    )
     ap.add_argument("--json")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     from nsight_doctor.store import input_bytes
 
     size_mb = input_bytes([a.profile]) / (1 << 20)  # a Parquet folder: its files together
-    configs: list[dict] = [{"memory_limit": None}]
     if a.multiples:
-        configs += [{"memory_limit": f"{int(float(x) * size_mb)}MB"} for x in a.multiples.split(",")]
+        configs = [
+            {"memory_limit": None if x == "default" else f"{int(float(x) * size_mb)}MB"} for x in a.multiples.split(",")
+        ]
     else:
+        configs = [{"memory_limit": None}]
         configs += [{"memory_limit": f"{int(x * size_mb)}MB"} for x in (1.0, 1.5, 2.0, 3.0, 4.0)]
         configs += [{"memory_limit": f"{int(1.5 * size_mb)}MB", "duckdb": {"preserve_insertion_order": True}}]
     rows = []

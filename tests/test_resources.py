@@ -33,6 +33,7 @@ import duckdb
 import pytest
 
 from conftest import REPO, SAMPLES, run_cli, sample, sha256
+from nsight_doctor.runtime import duckdb_threads
 from nsight_doctor.store import store_config
 
 B1 = str(sample("decode_b1"))
@@ -321,10 +322,10 @@ def test_the_default_limit_follows_the_data_not_the_compressed_file():
     assert store.data_bytes([rep]) == 4 * rep.stat().st_size
     assert store.data_bytes([pq]) == 5 * sum(f.stat().st_size for f in pq.iterdir())
     assert store.data_bytes([sqlite, rep]) == sqlite.stat().st_size + 4 * rep.stat().st_size
-    threads = store.duckdb_threads()
+    threads = duckdb_threads()
     assert (
         store.default_memory_limit([sqlite])
-        == f"{max(256, int(0.75 * sqlite.stat().st_size / (1 << 20) + 16 * threads))}MB"
+        == f"{max(256, int(0.7 * sqlite.stat().st_size / (1 << 20) + 16 * threads))}MB"
     )
 
 
@@ -341,7 +342,7 @@ def test_the_views_get_the_memory_their_operations_need(monkeypatch):
         [(gpus, ops)] = con.execute("SELECT count(DISTINCT device_id), count(*) FROM gpu_ops").fetchall()
         con.close()
         assert gpus == 1
-        need = 32 + int(ops * 64 * 1024 / (1 << 20)) + 16 * store.duckdb_threads()
+        need = 32 + int(ops * 64 * 1024 / (1 << 20)) + 16 * duckdb_threads()
         assert built.config["memory_limit"] == f"{need}MB"
         con = built.connect()
         [(limit,)] = con.execute("SELECT current_setting('memory_limit')").fetchall()
@@ -438,3 +439,46 @@ def test_read_only_input_folder_is_never_written(tmp_path):
     finally:
         folder.chmod(0o755)
     assert {p.name: sha256(p) for p in folder.iterdir()} == before
+
+
+def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(monkeypatch):
+    """runtime: $NSIGHT_DOCTOR_THREADS wins; else the cores, at most 8. From 4 threads on,
+    DuckDB's allocator is asked to return freed memory at once, unless the user configured it."""
+    from nsight_doctor import runtime
+
+    monkeypatch.delenv("NSIGHT_DOCTOR_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert runtime.duckdb_threads() == 8
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert runtime.duckdb_threads() == 2
+    monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", "16")
+    assert runtime.duckdb_threads() == 16
+    assert store_config([], Path("/nonexistent"), "1GB")["threads"] == 16
+
+    for threads, expected in (("2", None), ("4", runtime.EAGER_PURGE)):
+        monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", threads)
+        monkeypatch.delenv(runtime.ALLOCATOR_ENV, raising=False)
+        runtime.configure_allocator()
+        assert os.environ.get(runtime.ALLOCATOR_ENV) == expected
+    monkeypatch.setenv(runtime.ALLOCATOR_ENV, "narenas:1")
+    runtime.configure_allocator()
+    assert os.environ[runtime.ALLOCATOR_ENV] == "narenas:1"
+
+
+def test_the_command_configures_the_allocator_before_duckdb_loads():
+    """The setting only works if it is in the environment when DuckDB is first imported: the
+    command sets it before importing anything that imports DuckDB."""
+    code = textwrap.dedent(
+        """
+        import os, sys
+        import nsight_doctor.cli as cli  # the command's module: imports DuckDB lazily
+        assert "duckdb" not in sys.modules
+        from nsight_doctor import __main__ as entry
+        cli.main = lambda: print(os.environ.get("DUCKDB_JE_MALLOC_CONF"), "duckdb" in sys.modules)
+        entry.run()
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DUCKDB_JE_MALLOC_CONF"}
+    env["NSIGHT_DOCTOR_THREADS"] = "8"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert r.stdout.split() == ["dirty_decay_ms:0,muzzy_decay_ms:0", "False"]

@@ -43,6 +43,9 @@ def interrupted_import(e: BaseException) -> bool:
 
 
 def run() -> None:
+    from nsight_doctor.runtime import configure_allocator
+
+    configure_allocator()  # before DuckDB is imported
     try:
         from nsight_doctor.cli import main
     except BaseException as e:

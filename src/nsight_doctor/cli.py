@@ -252,7 +252,7 @@ def main():
     metavar="SIZE",
     callback=memory_size,
     default=None,
-    help="DuckDB's memory limit, e.g. 4GB (default: 0.75 times the input's size and 16MB per "
+    help="DuckDB's memory limit, e.g. 4GB (default: 0.7 times the input's size and 16MB per "
     "thread, at least 256MB, raised after reading to what the busiest GPU's operations need, and "
     "tried once more with a larger limit if that is not enough); beyond it, work spills to a "
     "temporary folder.",

@@ -31,6 +31,7 @@ from nsight_doctor import __version__, yamlio
 from nsight_doctor.db import first_line, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
+from nsight_doctor.runtime import duckdb_threads
 from nsight_doctor.store import taxonomy
 
 CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
@@ -249,15 +250,15 @@ def input_bytes(paths: Sequence[str | os.PathLike]) -> int:
     return total
 
 
-# The default memory limit: a share of the input's data plus some per DuckDB thread. RSS runs
-# above DuckDB's limit (the interpreter, and allocator pages freed less than a second ago: about
-# 0.2 GB with 2 threads, 0.7 GB with 16), so the limit is below the data to keep the peak near
-# 1.5 times it. On the 496 MB export (bench/memory_probe.py, docs/performance.md), 2 cores:
-# 1.5x gave 25 s and a peak of 1.09 GB, 0.75x 26-29 s and 0.62-0.66 GB; 0.5x ran out of memory
-# in gpu_busy's windows, which hold all of one GPU's operations at once. rows_memory_limit
-# raises the limit for that after reading; when the limit is still not enough, the analysis
-# runs once more with retry_memory_limit (engine.py).
-INPUT_MULTIPLE = 0.75
+# The default memory limit: a share of the input's data plus some per DuckDB thread. The
+# process's peak runs above DuckDB's limit (the interpreter, and pages the allocator has not
+# returned yet: about 0.25 GB with 2 or 8 threads, see runtime.py), so the limit is below the
+# data to keep the peak near 1.5 times it. On the 496 MB export (bench/memory_probe.py,
+# docs/performance.md), 2 cores: a limit of 1.5x gave 25 s and a peak of 1.09 GB, 0.75x 26-29 s
+# and 0.62-0.71 GB; 0.5x ran out of memory in gpu_busy's windows, which hold all of one GPU's
+# operations at once. rows_memory_limit raises the limit for those after reading; when it is
+# still not enough, the analysis runs once more with retry_memory_limit (engine.py).
+INPUT_MULTIPLE = 0.7
 MIN_MB = 256
 # Per DuckDB thread, in the default limit: each thread keeps its own sort and hash buffers (with
 # 16 threads gpu_gaps ran out of memory at 371 MB and not at 495 MB).
@@ -271,7 +272,7 @@ MB_PER_THREAD = 256
 
 
 def default_memory_limit(paths: Sequence[str | os.PathLike]) -> str:
-    """0.75 times the input's data and 16 MB per DuckDB thread, at least 256 MB, at most 80% of
+    """0.7 times the input's data and 16 MB per DuckDB thread, at least 256 MB, at most 80% of
     the machine's memory."""
     mb = INPUT_MULTIPLE * data_bytes(paths) / (1 << 20) + DEFAULT_MB_PER_THREAD * duckdb_threads()
     return capped(max(MIN_MB, int(mb)))
@@ -325,16 +326,6 @@ def capped(mb: int) -> str:
     return f"{min(mb, max(512, int(0.8 * physical_mb())))}MB"
 
 
-def threads_setting() -> int | None:
-    """$NSIGHT_DOCTOR_THREADS when it is a positive number, else None (DuckDB's default)."""
-    threads = os.environ.get("NSIGHT_DOCTOR_THREADS", "")
-    return int(threads) if threads.isdigit() and int(threads) > 0 else None
-
-
-def duckdb_threads() -> int:
-    return threads_setting() or os.cpu_count() or 1
-
-
 def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_limit: str | None = None) -> dict:
     """DuckDB settings for building: memory capped near the input's size (or at
     memory_limit), spilling to disk.
@@ -350,10 +341,8 @@ def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_lim
     # copying the export and building the tables then streams instead of buffering per thread,
     # 16.5 s instead of 23 s on the 496 MB export with 16 threads.
     config["preserve_insertion_order"] = False
-    # DuckDB's threads: all cores by default; ingest's worker processes share them out.
-    threads = threads_setting()
-    if threads:
-        config["threads"] = threads
+    # DuckDB's threads: the cores, up to runtime.MAX_DEFAULT_THREADS; archive workers share them out.
+    config["threads"] = duckdb_threads()
     config["memory_limit"] = memory_limit or default_memory_limit(paths)
     return config
 
