@@ -5,7 +5,9 @@ WITH doms AS (
 ), r AS (
     SELECT row_number() OVER () AS range_id,
            n.start, n."end", n."end" - n.start AS duration, n.pid, n.tid,
-           coalesce(n.text, s.value) AS text, d.domain, n.kind,
+           coalesce(n.text, s.value) AS text, d.domain,
+           -- Ranges that libraries open around their own work (nvtx_ranges.library).
+           coalesce(d.domain IN ('CCCL', 'NCCL'), false) AS library, n.kind,
            -- Push/pop ranges nest per thread, start/end ranges per process (scope_tid 0).
            CASE WHEN n.kind = 'push_pop' THEN n.tid ELSE 0 END AS scope_tid
     FROM base_nvtx n
@@ -23,7 +25,7 @@ WITH doms AS (
            sum(d) OVER (PARTITION BY kind, pid, scope_tid ORDER BY t, ord, range_id ROWS UNBOUNDED PRECEDING) - d AS depth
     FROM ev
 )
-SELECT r.range_id, r.start, r."end", r.duration, r.pid, r.tid, r.text, r.domain,
+SELECT r.range_id, r.start, r."end", r.duration, r.pid, r.tid, r.text, r.domain, r.library,
        r.kind, greatest(run.depth, 0)::INTEGER AS depth, r.scope_tid
 FROM r JOIN run ON run.range_id = r.range_id AND run.d = 1;
 

@@ -5,6 +5,7 @@
 -- range_id: id of the range.
 -- text: the range's message.
 -- domain: NVTX domain (NULL for the default domain).
+-- library: whether a library opened it around its own work (see nvtx_ranges).
 -- pid: operating-system process id of the thread that opened it.
 -- kind: push_pop or start_end.
 -- depth: nesting depth (see nvtx_ranges).
@@ -16,7 +17,7 @@
 -- gpu_start: start of the first of them on the GPU, ns.
 -- gpu_end: end of the last of them on the GPU, ns.
 CREATE VIEW nvtx_gpu AS
-SELECT r.range_id, r.text, r.domain, r.pid, r.kind, r.depth, r.start, r."end", r.duration,
+SELECT r.range_id, r.text, r.domain, r.library, r.pid, r.kind, r.depth, r.start, r."end", r.duration,
        coalesce(g.gpu_ops, 0) AS gpu_ops, coalesce(g.gpu_time, 0) AS gpu_time,
        g.gpu_start, g.gpu_end
 FROM nvtx_ranges_t r
