@@ -151,22 +151,24 @@ WITH tot AS (
     -- ops: the operations that start at or before start.
     SELECT device_id, start, sum(count(*)) OVER (PARTITION BY device_id ORDER BY start) AS ops
     FROM gpu_ops GROUP BY device_id, start
-), busy AS (
-    SELECT x.device_id, x.step,
-           coalesce(x.f_end, 0) - coalesce(b.before + least(greatest(x.start - b.start, 0), b."end" - b.start), 0) AS busy_ns
-    FROM (SELECT s.*, b.before + least(greatest(s."end" - b.start, 0), b."end" - b.start) AS f_end
-          FROM bounded s ASOF LEFT JOIN busy_before b ON b.device_id = s.device_id AND s."end" >= b.start) x
-    ASOF LEFT JOIN busy_before b ON b.device_id = x.device_id AND x.start >= b.start
-), nops AS (
-    -- Operations that start in [start, end): those before end less those before start.
-    SELECT x.device_id, x.step, coalesce(x.ops_end, 0) - coalesce(o.ops, 0) AS ops
-    FROM (SELECT s.*, o.ops AS ops_end
-          FROM bounded s ASOF LEFT JOIN ops_before o ON o.device_id = s.device_id AND s."end" > o.start) x
-    ASOF LEFT JOIN ops_before o ON o.device_id = x.device_id AND x.start > o.start
+), points AS (
+    -- Each step's start and end: one lookup per point in each running total (each lookup
+    -- sorts the totals' millions of rows).
+    SELECT DISTINCT device_id, t FROM (SELECT device_id, start AS t FROM bounded UNION ALL SELECT device_id, "end" FROM bounded)
+), busy_at AS MATERIALIZED (
+    -- Busy time before t.
+    SELECT p.device_id, p.t, coalesce(b.before + least(greatest(p.t - b.start, 0), b."end" - b.start), 0) AS busy
+    FROM points p ASOF LEFT JOIN busy_before b ON b.device_id = p.device_id AND p.t >= b.start
+), ops_at AS MATERIALIZED (
+    -- Operations that start before t.
+    SELECT p.device_id, p.t, coalesce(o.ops, 0) AS ops
+    FROM points p ASOF LEFT JOIN ops_before o ON o.device_id = p.device_id AND p.t > o.start
 )
 SELECT s.device_id, s.step, s.start, s."end", s."end" - s.start AS duration, s.source, s.marker,
-       s.kind_hint, coalesce(n.ops, 0) AS ops, coalesce(b.busy_ns, 0) AS busy_ns
+       s.kind_hint, oe.ops - os.ops AS ops, be.busy - bs.busy AS busy_ns
 FROM bounded s
-LEFT JOIN busy b USING (device_id, step)
-LEFT JOIN nops n USING (device_id, step)
+JOIN busy_at bs ON bs.device_id = s.device_id AND bs.t = s.start
+JOIN busy_at be ON be.device_id = s.device_id AND be.t = s."end"
+JOIN ops_at os ON os.device_id = s.device_id AND os.t = s.start
+JOIN ops_at oe ON oe.device_id = s.device_id AND oe.t = s."end"
 ORDER BY s.device_id, s.step;
