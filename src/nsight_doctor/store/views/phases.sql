@@ -56,7 +56,8 @@ WITH act AS (
            median(busy_ns) OVER (PARTITION BY device_id) AS med_busy
     FROM steps s
 ), k AS (
-    SELECT s.device_id, s.step, k.name || '(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z || ')' AS sig,
+    -- sig: a kernel by name and grid, as a hash (cheaper than its text for millions of kernels)
+    SELECT s.device_id, s.step, hash(k.name, k.grid_x, k.grid_y, k.grid_z) AS sig,
            k.category, k.duration
     FROM kernels k ASOF JOIN steps s ON s.device_id = k.device_id AND k.start >= s.start
     WHERE k.start < s."end"
