@@ -16,20 +16,22 @@
 -- scope: steady or capture: which part of the profile was counted.
 CREATE VIEW summary_steady_kernels AS
 WITH has_steady AS (SELECT count(*) > 0 AS yes FROM steady_state), ops AS (
+    -- (launch dimensions as numbers: spelled out per row below, not per kernel)
     SELECT device_id, start, duration, name, demangled_name, 'kernel' AS kind,
-           grid_x || ',' || grid_y || ',' || grid_z AS grid, block_x || ',' || block_y || ',' || block_z AS block,
-           category
+           grid_x, grid_y, grid_z, block_x, block_y, block_z, category
     FROM kernels
     UNION ALL
-    SELECT device_id, start, duration, name, NULL, 'graph', NULL, NULL, 'cuda-graph' FROM gpu_ops WHERE kind = 'graph'
+    SELECT device_id, start, duration, name, NULL, 'graph', NULL, NULL, NULL, NULL, NULL, NULL, 'cuda-graph'
+    FROM gpu_ops WHERE kind = 'graph'
 ), o AS (
     SELECT o.* FROM ops o LEFT JOIN phases p
       ON p.device_id = o.device_id AND o.start >= p.start AND o.start < p."end" AND p.steady
     WHERE p.device_id IS NOT NULL OR NOT (SELECT yes FROM has_steady)
 )
-SELECT name, demangled_name, kind, grid, block, any_value(category) AS category, count(*) AS count,
+SELECT name, demangled_name, kind, grid_x || ',' || grid_y || ',' || grid_z AS grid,
+       block_x || ',' || block_y || ',' || block_z AS block, any_value(category) AS category, count(*) AS count,
        sum(duration) AS total_ns, 100.0 * sum(duration) / sum(sum(duration)) OVER () AS share_pct,
        avg(duration) AS mean_ns, median(duration) AS median_ns,
        CASE WHEN (SELECT yes FROM has_steady) THEN 'steady' ELSE 'capture' END AS scope
-FROM o GROUP BY name, demangled_name, kind, grid, block
+FROM o GROUP BY name, demangled_name, kind, grid_x, grid_y, grid_z, block_x, block_y, block_z
 ORDER BY total_ns DESC, name, demangled_name, grid, block;
