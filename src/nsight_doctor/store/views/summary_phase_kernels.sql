@@ -10,8 +10,9 @@
 CREATE VIEW summary_phase_kernels AS
 WITH k AS (
     SELECT p.device_id, p.phase, o.name, count(*) AS count, sum(o.duration) AS total_ns
-    FROM gpu_ops o ASOF JOIN phases p ON p.device_id = o.device_id AND o.start >= p.start
-    WHERE o.kind IN ('kernel', 'graph') AND o.start < p."end"
+    -- (a range join: a GPU has few phases, and they do not overlap)
+    FROM gpu_ops o JOIN phases p ON p.device_id = o.device_id AND o.start >= p.start AND o.start < p."end"
+    WHERE o.kind IN ('kernel', 'graph')
     GROUP BY ALL
 )
 SELECT device_id, phase, name, count, total_ns,
