@@ -150,3 +150,18 @@ def test_triton_compiles_between_benchmark_loops_are_one_time_setup():
     # Every step in exactly one phase: the pieces do not repeat the whole phase's count.
     assert steps == {k: v for k, v in per_phase.items() if v is not None} and steps[0] > 1000
     assert pieces > 0
+
+
+@requires_corpus
+def test_jax_first_calls_that_only_compile_are_warm_up_not_a_steady_state():
+    """Alpa's JAX example (one RTX 3090): 14 kernels in 950 ms, the GPU idle while XLA compiles
+    and links each new fusion (cuLinkCreate, cuModuleLoadFatBinary). No step recurs, and the GPU
+    waited for new code most of the time: warm-up, which the start-up finding reports; there is
+    no steady state to judge, so no steady-state finding (steady-compile said 478 ms before)."""
+    path = CORPUS / "Yu-gyoung-Yun__alpa" / "examples__jax_profile_mem.export-nsys2022.4.sqlite"
+    d = analyze([path])
+    assert {p.name for p in d.summary.phases} == {"startup", "warmup"}
+    assert not [f for f in d.findings if f.scope == "steady"]
+    [startup] = [f for f in d.findings if f.rule_id == "startup"]
+    assert "no steady state" in startup.title
+    assert "idle while kernel code was built and loaded" in startup.message

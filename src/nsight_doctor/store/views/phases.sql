@@ -14,7 +14,9 @@
 --   the other steps are decode when a different step came before them or their GEMMs are
 --   short (mean under 30 us: weight streaming), prefill when their GEMMs are long (mean 100 us
 --   or more) and the GPU is busy 80% of the step or more, else steady.
--- - steady: steady work whose steps are not found or not of a known kind.
+-- - steady: steady work whose steps are not found or not of a known kind; without steps, a
+--   stretch in which the GPU waited for new code (idle gaps of cause setup in gpu_gaps) at
+--   least half the time is warmup instead.
 -- - idle: a gap of at least 100 ms and 10 median steps (or, without steps, 10% of the window)
 --   splits the stretches around it; such a gap spent in one-time work (gpu_gaps.cause setup:
 --   compiling and loading a kernel, building a graph) is warmup instead, and so is the steady
@@ -210,12 +212,23 @@ WITH act AS (
            WHERE p.device_id = i.device_id AND p."end" <= i.start
              AND p.name IN ('prefill', 'decode', 'mixed', 'steady')) < i."end" - i.start
     GROUP BY i.device_id
+), setup_idle AS (
+    -- Without steps: the idle time of each piece of steady work spent in one-time work
+    -- (gpu_gaps.cause setup: compiling and loading code, building graphs).
+    SELECT p.device_id, p.start, sum(least(g."end", p."end") - greatest(g.start, p.start)) AS setup_ns
+    FROM pieces p SEMI JOIN no_steps n ON n.device_id = p.device_id
+    JOIN gpu_gaps g ON g.device_id = p.device_id AND g.cause = 'setup' AND g.start < p."end" AND g."end" > p.start
+    WHERE p.name = 'steady'
+    GROUP BY ALL
 ), named AS (
     SELECT p.device_id,
            CASE WHEN p.name IN ('prefill', 'decode', 'mixed', 'steady') AND p."end" <= f.until THEN 'warmup'
+                -- (the GPU waited for new code at least half the time: still warming up)
+                WHEN p.name = 'steady' AND 2 * coalesce(si.setup_ns, 0) >= p."end" - p.start THEN 'warmup'
                 ELSE p.name END AS name,
            p.start, p."end", p.source, p.steps, p.step_ns_median, p.step_ns_p90
     FROM pieces p LEFT JOIN first_pass f USING (device_id)
+    LEFT JOIN setup_idle si ON si.device_id = p.device_id AND si.start = p.start
 ), busy AS (
     SELECT c.device_id, c.start, c.name,
            coalesce(sum(least(b."end", c."end") - greatest(b.start, c.start)) FILTER (WHERE b.start IS NOT NULL), 0) AS busy_ns
