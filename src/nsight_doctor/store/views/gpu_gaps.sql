@@ -68,7 +68,7 @@ WITH b AS (
            b."end" + (b.next_start - b."end") // 2 AS mid
     -- (the next interval's name and kind by a join: carried through the window above, their
     -- text cost more than the join)
-    FROM b JOIN gpu_busy nb ON nb.device_id = b.device_id AND nb.start = b.next_start
+    FROM b JOIN gpu_busy nb ON nb.device_id IS NOT DISTINCT FROM b.device_id AND nb.start = b.next_start
     LEFT JOIN readbacks r ON r.device_id = b.device_id AND r.correlation_id = b.prev_corr
          AND r.pid IS NOT DISTINCT FROM b.prev_pid
     WHERE b.next_start IS NOT NULL

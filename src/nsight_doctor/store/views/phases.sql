@@ -59,7 +59,10 @@ WITH act AS (
     FROM steps s
 ), k AS (
     -- sig: a kernel by name and grid, as a hash (cheaper than its text for millions of kernels)
-    SELECT s.device_id, s.step, hash(k.name, k.grid_x, k.grid_y, k.grid_z) AS sig,
+    -- (NULL when a part is: such kernels match no signature, as their text did)
+    SELECT s.device_id, s.step,
+           CASE WHEN k.name IS NOT NULL AND k.grid_x IS NOT NULL AND k.grid_y IS NOT NULL AND k.grid_z IS NOT NULL
+                THEN hash(k.name, k.grid_x, k.grid_y, k.grid_z) END AS sig,
            k.category, k.duration
     FROM kernels k ASOF JOIN steps s ON s.device_id = k.device_id AND k.start >= s.start
     WHERE k.start < s."end"

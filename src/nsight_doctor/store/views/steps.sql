@@ -4,8 +4,9 @@
 --    execute_context_N(T)_generation_N(T), TensorRT-LLM "[Executor] _forward_step", SGLang
 --    scheduler.run_batch), else a user range whose name says step, decode, prefill, forward,
 --    iteration or batch, else the outermost repeated range with GPU work; digits in names are
---    ignored (layer_3_forward is layer_#_forward). It must cover at least half of the GPU's
---    kernel time (a fifth for an engine's own ranges).
+--    ignored (layer_3_forward is layer_#_forward); a library's own ranges (nvtx_ranges.library)
+--    never. It must cover at least half of the GPU's kernel time (a fifth for an engine's own
+--    ranges).
 -- 2. anchor: the shape of the work: a kernel (name and launch configuration) or CUDA graph that
 --    recurs once per step: among the operations that recur at least 4 times at a regular stride
 --    (the same number of kernels and graphs between occurrences, within 25%, for 70% of them)
@@ -32,7 +33,8 @@ WITH tot AS (
     SELECT g.device_id, r.range_id, r.depth, r.text, g.gpu_start, g.gpu_end, g.gpu_time,
            regexp_replace(coalesce(r.text, ''), '[0-9]+', '#', 'g') AS pattern
     FROM nvtx_ranges_t r JOIN nvtx_gpu_t g USING (range_id)
-    WHERE g.gpu_ops > 0
+    -- (a library's ranges around its own work, such as NCCL's collectives, do not mark steps)
+    WHERE g.gpu_ops > 0 AND NOT r.library
 ), nv_pat AS (
     SELECT device_id, pattern, count(*) AS n, min(depth) AS depth, sum(gpu_time) AS gpu_time,
            CASE WHEN regexp_matches(pattern, '^execute_context_#\(#\)_generation_#\(#\)$|^\[Executor\] _forward_step|^scheduler\.run_batch$') THEN 0
@@ -167,8 +169,8 @@ WITH tot AS (
 SELECT s.device_id, s.step, s.start, s."end", s."end" - s.start AS duration, s.source, s.marker,
        s.kind_hint, oe.ops - os.ops AS ops, be.busy - bs.busy AS busy_ns
 FROM bounded s
-JOIN busy_at bs ON bs.device_id = s.device_id AND bs.t = s.start
-JOIN busy_at be ON be.device_id = s.device_id AND be.t = s."end"
-JOIN ops_at os ON os.device_id = s.device_id AND os.t = s.start
-JOIN ops_at oe ON oe.device_id = s.device_id AND oe.t = s."end"
+JOIN busy_at bs ON bs.device_id IS NOT DISTINCT FROM s.device_id AND bs.t = s.start
+JOIN busy_at be ON be.device_id IS NOT DISTINCT FROM s.device_id AND be.t = s."end"
+JOIN ops_at os ON os.device_id IS NOT DISTINCT FROM s.device_id AND os.t = s.start
+JOIN ops_at oe ON oe.device_id IS NOT DISTINCT FROM s.device_id AND oe.t = s."end"
 ORDER BY s.device_id, s.step;

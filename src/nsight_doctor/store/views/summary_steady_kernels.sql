@@ -17,8 +17,15 @@
 CREATE VIEW summary_steady_kernels AS
 WITH has_steady AS (SELECT count(*) > 0 AS yes FROM steady_state), ops AS (
     -- (launch dimensions as numbers: spelled out per row below, not per kernel)
+    -- (a triple with a NULL in it is all NULL: its text, which the rows show, is NULL)
     SELECT device_id, start, duration, name, demangled_name, 'kernel' AS kind,
-           grid_x, grid_y, grid_z, block_x, block_y, block_z, category
+           CASE WHEN grid_x IS NULL OR grid_y IS NULL OR grid_z IS NULL THEN NULL ELSE grid_x END AS grid_x,
+           CASE WHEN grid_x IS NULL OR grid_y IS NULL OR grid_z IS NULL THEN NULL ELSE grid_y END AS grid_y,
+           CASE WHEN grid_x IS NULL OR grid_y IS NULL OR grid_z IS NULL THEN NULL ELSE grid_z END AS grid_z,
+           CASE WHEN block_x IS NULL OR block_y IS NULL OR block_z IS NULL THEN NULL ELSE block_x END AS block_x,
+           CASE WHEN block_x IS NULL OR block_y IS NULL OR block_z IS NULL THEN NULL ELSE block_y END AS block_y,
+           CASE WHEN block_x IS NULL OR block_y IS NULL OR block_z IS NULL THEN NULL ELSE block_z END AS block_z,
+           category
     FROM kernels
     UNION ALL
     SELECT device_id, start, duration, name, NULL, 'graph', NULL, NULL, NULL, NULL, NULL, NULL, 'cuda-graph'
