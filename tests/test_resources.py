@@ -311,6 +311,20 @@ def test_a_default_limit_that_is_too_small_is_retried_once_with_a_larger_one(mon
         analyze([B1])
 
 
+def test_the_retry_names_the_limit_that_was_not_enough_after_it_was_raised(monkeypatch):
+    """The default limit may be raised after reading (rows_memory_limit); when the views then
+    run out of memory, the note names the raised limit, and the retry gives more than it.
+    (decode_b1 reads in 20 MB and needs about 60 MB for its views.)"""
+    import nsight_doctor.store as store
+    from nsight_doctor import analyze
+
+    monkeypatch.setattr(store, "default_memory_limit", lambda paths: "20MB")
+    monkeypatch.setattr(store, "rows_memory_limit", lambda con: 30)
+    monkeypatch.setattr(store, "retry_memory_limit", lambda paths: "25MB")  # below the raised limit
+    d = analyze([B1])
+    assert "the default memory limit (30MB) was not enough; analysed again with 60MB" in d.notes
+
+
 def test_the_default_limit_follows_the_data_not_the_compressed_file():
     """A report, an .xz copy or a Parquet folder holds several times less than the export the
     store reads (a 107 MB Parquet folder of a 496 MB export ran out of memory at 426 MB)."""
@@ -446,6 +460,7 @@ def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(mon
     DuckDB's allocator is asked to return freed memory at once, unless the user configured it."""
     from nsight_doctor import runtime
 
+    monkeypatch.setattr(runtime, "_set_here", False)
     monkeypatch.delenv("NSIGHT_DOCTOR_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert runtime.duckdb_threads() == 8
@@ -463,6 +478,28 @@ def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(mon
     monkeypatch.setenv(runtime.ALLOCATOR_ENV, "narenas:1")
     runtime.configure_allocator()
     assert os.environ[runtime.ALLOCATOR_ENV] == "narenas:1"
+
+
+def test_archive_workers_get_the_allocator_setting_for_their_own_threads(monkeypatch):
+    """Workers inherit the parent's environment: around their start the setting follows their
+    own thread count (one thread each by default: no eager purging), unless the user set it."""
+    from nsight_doctor import runtime
+
+    monkeypatch.delenv(runtime.ALLOCATOR_ENV, raising=False)
+    monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", "8")
+    monkeypatch.setattr(runtime, "_set_here", False)
+    runtime.configure_allocator()
+    assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
+    with runtime.allocator_for_children(1):
+        assert runtime.ALLOCATOR_ENV not in os.environ
+    with runtime.allocator_for_children(8):
+        assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
+    assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE  # the parent's, restored
+
+    monkeypatch.setattr(runtime, "_set_here", False)
+    monkeypatch.setenv(runtime.ALLOCATOR_ENV, "narenas:1")  # the user's: kept for everyone
+    with runtime.allocator_for_children(1):
+        assert os.environ[runtime.ALLOCATOR_ENV] == "narenas:1"
 
 
 def test_the_command_configures_the_allocator_before_duckdb_loads():

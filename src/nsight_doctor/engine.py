@@ -80,14 +80,20 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
     except OutOfMemory as e:
         if opts.memory_limit is not None or reused_store:
             raise ResourceError(out_of_memory_message(inputs, e.stage, opts.memory_limit)) from e.__cause__
-        # The default limit (store.default_memory_limit) was not enough: once more with a larger one.
-        first, larger = store.default_memory_limit(inputs), store.retry_memory_limit(inputs)
+        # The default limit (store.default_memory_limit, perhaps raised after reading) was not
+        # enough: once more with a larger one.
+        first = e.limit or store.default_memory_limit(inputs)
+        larger = store.retry_memory_limit(inputs)
+        if store.megabytes(larger) <= store.megabytes(first):
+            larger = store.capped(2 * store.megabytes(first))
         try:
             built_inputs, summ, findings, skipped, datasets = run_once(
                 inputs, dataclasses.replace(opts, memory_limit=larger), chosen, reused_store, inputs_id, meta
             )
         except OutOfMemory as e2:
-            raise ResourceError(out_of_memory_message(inputs, e2.stage, larger, retried=True)) from e2.__cause__
+            raise ResourceError(
+                out_of_memory_message(inputs, e2.stage, larger, retried=True, first=first)
+            ) from e2.__cause__
         retry_note = f"the default memory limit ({first}) was not enough; analysed again with {larger}"
 
     notes = list(warnings)
@@ -119,17 +125,24 @@ def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None 
 
 
 class OutOfMemory(Exception):
-    """DuckDB ran out of memory in run_once, at this stage; the error is chained."""
+    """DuckDB ran out of memory in run_once, at this stage, under this limit (None: not known
+    yet); the error is chained."""
 
-    def __init__(self, stage: str):
+    def __init__(self, stage: str, limit: str | None = None):
         super().__init__(stage)
         self.stage = stage
+        self.limit = limit
 
 
 def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id, meta) -> tuple:
     """Builds (or reuses) the store and reads the diagnosis from it: (inputs, summary,
     findings, skipped, datasets). An out-of-memory error comes back as OutOfMemory(stage)."""
     stage = "reading the inputs"
+    limit: str | None = None
+
+    def heard_limit(value: str) -> None:
+        nonlocal limit
+        limit = value
 
     def progress(step: str) -> None:
         nonlocal stage
@@ -150,6 +163,7 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 meta=meta,
                 memory_limit=opts.memory_limit,
                 export_timeout=opts.export_timeout,
+                on_memory_limit=heard_limit,
             )
         try:
             con = built.connect()
@@ -174,7 +188,7 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
             built.close()
     except Exception as e:
         if is_out_of_memory(e) and not is_interrupt(e):
-            raise OutOfMemory(stage) from e
+            raise OutOfMemory(stage, limit) from e
         raise
     return built.inputs, summ, findings, skipped, datasets
 
@@ -207,11 +221,17 @@ def reuse_store(path: str, inputs_id: str | None) -> store.Store:
 
 
 def out_of_memory_message(
-    inputs: Sequence[str | os.PathLike], stage: str, limit: str | None, retried: bool = False
+    inputs: Sequence[str | os.PathLike],
+    stage: str,
+    limit: str | None,
+    retried: bool = False,
+    first: str | None = None,
 ) -> str:
+    """The one line for an analysis that ran out of memory; first: the default limit the first
+    try had (retried)."""
     names = ", ".join(f"'{p}'" for p in inputs)
     if retried:
-        now = f"{limit}, the limit of a second try after the default of {store.default_memory_limit(inputs)}"
+        now = f"{limit}, the limit of a second try after the default of {first or store.default_memory_limit(inputs)}"
         hint = "give more with --memory-limit, e.g. --memory-limit 16GB"
     elif limit:
         now = f"the memory limit of {limit} (--memory-limit)"

@@ -4,6 +4,8 @@ because the allocator reads its settings when DuckDB is first imported (``__main
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # At most this many DuckDB threads unless $NSIGHT_DOCTOR_THREADS says otherwise: on the 16-core
 # GPU host the 2 M-kernel profile took 16.0 s with 8 threads and 15.6 s with 16, but peaked at
@@ -30,9 +32,37 @@ def duckdb_threads() -> int:
     return threads_setting() or min(os.cpu_count() or 1, MAX_DEFAULT_THREADS)
 
 
+# Whether configure_allocator set ALLOCATOR_ENV (rather than the user).
+_set_here = False
+
+
 def configure_allocator() -> None:
     """Asks DuckDB's allocator to return freed memory at once when DuckDB will run on several
     threads, unless the environment already configures it. Only effective before DuckDB is
-    imported."""
-    if duckdb_threads() >= EAGER_PURGE_THREADS:
-        os.environ.setdefault(ALLOCATOR_ENV, EAGER_PURGE)
+    imported: the command calls it first (``__main__.run``); a program that imports
+    nsight_doctor as a library keeps its own setting."""
+    global _set_here
+    if ALLOCATOR_ENV not in os.environ and duckdb_threads() >= EAGER_PURGE_THREADS:
+        os.environ[ALLOCATOR_ENV] = EAGER_PURGE
+        _set_here = True
+
+
+@contextmanager
+def allocator_for_children(threads: int) -> Iterator[None]:
+    """Around the start of child processes that will run DuckDB on this many threads (archive
+    workers): the allocator setting that suits them, unless the user set one."""
+    if ALLOCATOR_ENV in os.environ and not _set_here:
+        yield
+        return
+    before = os.environ.get(ALLOCATOR_ENV)
+    if threads >= EAGER_PURGE_THREADS:
+        os.environ[ALLOCATOR_ENV] = EAGER_PURGE
+    else:
+        os.environ.pop(ALLOCATOR_ENV, None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ALLOCATOR_ENV, None)
+        else:
+            os.environ[ALLOCATOR_ENV] = before

@@ -5,7 +5,8 @@ worker that dies (a crash in a reader, the kernel's OOM killer) or runs past --t
 only that file: it is recorded as a failure and a fresh worker takes its place. Workers are
 started with 'spawn' (the parent holds an open DuckDB database and must not be forked), ignore
 Ctrl-C (the parent stops them), and die with the parent on Linux. Each gets its share of the
-cores for DuckDB's threads (``$NSIGHT_DOCTOR_THREADS``, when not already set).
+cores for DuckDB's threads, at most runtime.MAX_DEFAULT_THREADS (``$NSIGHT_DOCTOR_THREADS``,
+when not already set), and the allocator setting for that many (runtime.allocator_for_children).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from nsight_doctor.archive.worker import Task, run_task
+from nsight_doctor.runtime import MAX_DEFAULT_THREADS, allocator_for_children
 
 
 def worker_main(conn: Connection, parts_root: str, threads: int) -> None:
@@ -66,9 +68,11 @@ class Pool:
 
     def start_slot(self) -> Slot:
         parent, child = self.ctx.Pipe()
-        threads = max(1, (os.cpu_count() or 1) // self.jobs)
+        threads = max(1, min((os.cpu_count() or 1) // self.jobs, MAX_DEFAULT_THREADS))
         p = self.ctx.Process(target=worker_main, args=(child, self.parts_root, threads), daemon=True)
-        p.start()
+        # (the worker imports DuckDB before its own code runs: its allocator is chosen here)
+        with allocator_for_children(threads):
+            p.start()
         child.close()
         return Slot(p, parent)
 

@@ -148,12 +148,14 @@ def build(
     meta: dict[str, str] | None = None,
     memory_limit: str | None = None,
     export_timeout: float | None = None,
+    on_memory_limit: Callable[[str], None] | None = None,
 ) -> Store:
     """Ingests the inputs into a new DuckDB file and creates the views.
 
     ``meta`` adds columns to the nsight_doctor_meta table (what the store was built from, for
-    reopen()); memory_limit is DuckDB's (e.g. "2GB"; default: store_config's estimate);
-    export_timeout bounds each nsys export, in seconds (None: no bound)."""
+    reopen()); memory_limit is DuckDB's (e.g. "2GB"; default: store_config's estimate, raised
+    after reading by rows_memory_limit); on_memory_limit hears the limit in force, first and
+    when it is raised; export_timeout bounds each nsys export, in seconds (None: no bound)."""
     if db is not None:
         final = Path(db)
         if final.exists():
@@ -170,6 +172,8 @@ def build(
     spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
     try:
         config = store_config(inputs, spill, memory_limit)
+        if on_memory_limit:
+            on_memory_limit(config["memory_limit"])
         con = duckdb.connect(str(tmp), config=config)
         quiet(con)
         try:
@@ -182,6 +186,8 @@ def build(
                 if need > megabytes(config["memory_limit"]):
                     config["memory_limit"] = capped(need)
                     con.execute(f"SET memory_limit = '{config['memory_limit']}'")
+                    if on_memory_limit:
+                        on_memory_limit(config["memory_limit"])
             if progress:
                 progress("views")
             create_views(con)
@@ -220,7 +226,9 @@ def reopen(path: str | os.PathLike) -> tuple[Store, dict[str, Any]]:
         infos = [InputInfo(**json.loads(r[0])) for r in con.execute("SELECT info FROM nsight_doctor_inputs").fetchall()]
     finally:
         con.close()
-    return Store(p, infos, temporary=False), meta
+    # (the rules read it as they read a store just built: same threads and ASOF joins)
+    config = {"threads": duckdb_threads(), "asof_loop_join_threshold": 0}
+    return Store(p, infos, temporary=False, config=config), meta
 
 
 def remove_db(path: Path, with_folder: bool) -> None:
