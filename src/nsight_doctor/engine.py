@@ -228,10 +228,10 @@ def out_of_memory_message(
     first: str | None = None,
 ) -> str:
     """The one line for an analysis that ran out of memory; first: the default limit the first
-    try had (retried)."""
+    try had (given with retried)."""
     names = ", ".join(f"'{p}'" for p in inputs)
     if retried:
-        now = f"{limit}, the limit of a second try after the default of {first or store.default_memory_limit(inputs)}"
+        now = f"{limit}, the limit of a second try after the default of {first}"
         hint = "give more with --memory-limit, e.g. --memory-limit 16GB"
     elif limit:
         now = f"the memory limit of {limit} (--memory-limit)"

@@ -226,9 +226,7 @@ def reopen(path: str | os.PathLike) -> tuple[Store, dict[str, Any]]:
         infos = [InputInfo(**json.loads(r[0])) for r in con.execute("SELECT info FROM nsight_doctor_inputs").fetchall()]
     finally:
         con.close()
-    # (the rules read it as they read a store just built: same threads and ASOF joins)
-    config = {"threads": duckdb_threads(), "asof_loop_join_threshold": 0}
-    return Store(p, infos, temporary=False, config=config), meta
+    return Store(p, infos, temporary=False, config=read_settings()), meta
 
 
 def remove_db(path: Path, with_folder: bool) -> None:
@@ -334,6 +332,18 @@ def capped(mb: int) -> str:
     return f"{min(mb, max(512, int(0.8 * physical_mb())))}MB"
 
 
+def read_settings() -> dict:
+    """The settings of every connection to a store, built or reopened by a later analyze --db."""
+    return {
+        # ASOF joins always as ASOF joins: below this estimated number of left rows DuckDB
+        # rewrites them as a loop that re-reads the right side per row, and a wrong estimate (a
+        # filtered CTE) made one rule take minutes on 2 M kernels.
+        "asof_loop_join_threshold": 0,
+        # The cores, up to runtime.MAX_DEFAULT_THREADS; archive workers share them out.
+        "threads": duckdb_threads(),
+    }
+
+
 def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_limit: str | None = None) -> dict:
     """DuckDB settings for building: memory capped near the input's size (or at
     memory_limit), spilling to disk.
@@ -341,16 +351,11 @@ def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_lim
     DuckDB stays within the limit by spilling sorts and joins to the store's folder; the
     default is default_memory_limit.
     """
-    # ASOF joins always as ASOF joins: below this estimated number of left rows DuckDB rewrites
-    # them as a loop that re-reads the right side per row, and a wrong estimate (a filtered
-    # CTE) made one rule take minutes on 2 M kernels.
-    config: dict = {"temp_directory": str(spill_dir), "asof_loop_join_threshold": 0}
+    config: dict = {"temp_directory": str(spill_dir), **read_settings()}
     # Tables need not keep the order of the rows inserted (every reader orders what it needs):
     # copying the export and building the tables then streams instead of buffering per thread,
     # 16.5 s instead of 23 s on the 496 MB export with 16 threads.
     config["preserve_insertion_order"] = False
-    # DuckDB's threads: the cores, up to runtime.MAX_DEFAULT_THREADS; archive workers share them out.
-    config["threads"] = duckdb_threads()
     config["memory_limit"] = memory_limit or default_memory_limit(paths)
     return config
 
