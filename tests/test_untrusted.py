@@ -329,6 +329,11 @@ RULE = textwrap.dedent("""\
         ('"LOAD httpfs"', "exactly one SELECT"),
         ('"SET enable_external_access = true"', "exactly one SELECT"),
         ("\"SELECT 0 AS impact_ns, 1 AS n; COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
+        # Writes to the store stop at the same check, before the read-only connection refuses them.
+        ('"DELETE FROM base_kernels"', "exactly one SELECT"),
+        ('"CREATE TABLE x AS SELECT 1"', "exactly one SELECT"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('DROP TABLE base_kernels')\"", "single SELECT"),
+        ('"CHECKPOINT"', "exactly one SELECT"),
     ],
 )
 def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, needle):
