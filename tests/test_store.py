@@ -10,23 +10,51 @@ from nsight_doctor import store
 from nsight_doctor.errors import InputError
 
 
-def test_rules_connection_is_read_only_and_closed_to_files():
-    built = store.build([sample("decode_b1_graphs")])
+@pytest.mark.parametrize("kept", [False, True], ids=["in-memory", "db-file"])
+def test_rules_connection_is_closed_to_files_and_settings(kept, tmp_path):
+    """Small inputs are analysed in memory, --db stores in a file: either way a rule's
+    connection reads the store and nothing else; a file store is also read-only (in memory,
+    rules.check_select lets only one SELECT run, test_untrusted.py)."""
+    db = tmp_path / "run.duckdb" if kept else None
+    built = store.build([sample("decode_b1_graphs")], db=db)
+    assert (built.memory is None) == kept
     try:
         con = built.connect()
-        with pytest.raises(duckdb.Error):
-            con.execute("CREATE TABLE x (a INTEGER)")
-        with pytest.raises(duckdb.Error):
-            con.execute("DELETE FROM base_kernels")
+        if kept:
+            with pytest.raises(duckdb.Error):
+                con.execute("CREATE TABLE x (a INTEGER)")
+            with pytest.raises(duckdb.Error):
+                con.execute("DELETE FROM base_kernels")
         with pytest.raises(duckdb.Error):
             con.execute("SELECT * FROM read_csv('/etc/passwd')")
+        with pytest.raises(duckdb.Error):
+            con.execute(f"ATTACH '{tmp_path / 'x.duckdb'}' AS x")
         with pytest.raises(duckdb.Error):
             con.execute("SET enable_external_access = true")
         # DuckDB's progress bar would write to stdout and corrupt JSON output.
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+        assert con.execute("SELECT count(*) > 0 FROM kernels").fetchall() == [(True,)]
     finally:
         built.close()
-    assert not built.path.exists()
+    assert db is None or db.exists()
+    assert built.memory is None and built.spill is None
+    if not kept:
+        with pytest.raises(duckdb.Error):
+            con.execute("SELECT 1")  # an in-memory store ends with close()
+
+
+def test_large_inputs_go_to_a_temporary_file_removed_on_close(monkeypatch):
+    monkeypatch.setattr(store, "IN_MEMORY_MAX_MB", 0)
+    built = store.build([sample("decode_b1_graphs")])
+    try:
+        assert built.memory is None and built.path is not None and built.path.exists()
+        con = built.connect()
+        with pytest.raises(duckdb.Error):
+            con.execute("CREATE TABLE x (a INTEGER)")
+        con.close()
+    finally:
+        built.close()
+    assert built.path is not None and not built.path.exists() and not built.path.parent.exists()
 
 
 def test_db_file_is_written_atomically(tmp_path):

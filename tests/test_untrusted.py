@@ -14,6 +14,7 @@ import re
 import shutil
 import textwrap
 
+import duckdb
 import pytest
 
 from conftest import run_cli, sample
@@ -321,8 +322,15 @@ RULE = textwrap.dedent("""\
         ("\"SELECT 0 AS impact_ns, count(*) AS n FROM read_csv('/etc/passwd')\"", "disabled by configuration"),
         ("\"SELECT 0 AS impact_ns, content AS n FROM read_text('/etc/hostname')\"", "disabled by configuration"),
         ("\"SELECT 0 AS impact_ns, count(*) AS n FROM glob('/root/*')\"", "disabled by configuration"),
-        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM sqlite_scan('/tmp/x.db', 't')\"", "sqlite_scan"),
-        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('ATTACH ''/tmp/x.db'' AS x')\"", "single SELECT"),
+        # The SQLite reader stays loaded in an in-memory store (small inputs): its table
+        # functions open any SQLite file, and would attach one that sqlite_query could write.
+        (f"\"SELECT 0 AS impact_ns, count(*) AS n FROM sqlite_scan('{GRAPHS}', 'StringIds')\"", "calls sqlite_scan"),
+        (f"\"SELECT 0 AS impact_ns, 1 AS n FROM sqlite_attach('{GRAPHS}')\"", "calls sqlite_attach"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM sqlite_query('x', 'DELETE FROM t')\"", "calls sqlite_query"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM (SELECT * FROM SQLITE_SCAN('/tmp/x.db', 't'))\"", "calls sqlite_scan"),
+        # SQL in a string would not be checked at all.
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('ATTACH ''/tmp/x.db'' AS x')\"", "calls query,"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query_table('kernels')\"", "calls query_table"),
         ("\"ATTACH '/tmp/x.db' AS x\"", "exactly one SELECT"),
         ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
         ('"INSTALL httpfs"', "exactly one SELECT"),
@@ -332,7 +340,7 @@ RULE = textwrap.dedent("""\
         # Writes to the store stop at the same check, before the read-only connection refuses them.
         ('"DELETE FROM base_kernels"', "exactly one SELECT"),
         ('"CREATE TABLE x AS SELECT 1"', "exactly one SELECT"),
-        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('DROP TABLE base_kernels')\"", "single SELECT"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('DROP TABLE base_kernels')\"", "calls query,"),
         ('"CHECKPOINT"', "exactly one SELECT"),
     ],
 )
@@ -345,6 +353,21 @@ def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, ne
     [line] = r.stderr.strip().splitlines()
     assert line.startswith("nsight-doctor: error: ") and needle in line and "sneaky" in line
     assert not (tmp_path / "leak.csv").exists()
+
+
+def test_rules_may_call_none_of_the_functions_the_sqlite_reader_adds():
+    """An in-memory store keeps the SQLite reader loaded for the rules; every function it adds
+    must be in rules.DENIED_FUNCTIONS (a new version of the extension may add more)."""
+    from nsight_doctor.ingest.nsys_export import load_sqlite_extension
+    from nsight_doctor.rules import DENIED_FUNCTIONS
+
+    def functions(con):
+        return {r[0].lower() for r in con.execute("SELECT function_name FROM duckdb_functions()").fetchall()}
+
+    fresh, loaded = duckdb.connect(), duckdb.connect()
+    load_sqlite_extension(loaded)
+    added = functions(loaded) - functions(fresh)
+    assert added and added <= DENIED_FUNCTIONS
 
 
 def test_rule_test_cases_are_sandboxed_too(tmp_path):

@@ -1,9 +1,10 @@
 """Rules: load rule files, validate them, evaluate them on a store, and rank the findings.
 
 A rule is a YAML file (rules/<id>.yaml) with its test cases beside it (rules/<id>.test.yaml).
-Its query is one SELECT over the documented views, run on a read-only connection, with the
-rule's thresholds bound as $parameters. Each row it returns is a finding; the row's
-``impact_ns`` is the time that fixing the problem would recover, which ranks the findings.
+Its query is one SELECT over the documented views, run on a sandboxed connection (check_select
+says what it may call), with the rule's thresholds bound as $parameters. Each row it returns
+is a finding; the row's ``impact_ns`` is the time that fixing the problem would recover, which
+ranks the findings.
 """
 
 from __future__ import annotations
@@ -175,7 +176,15 @@ def save_rule_data(key: str, data: dict[str, Any]) -> None:
         pass  # a cache that cannot be written only costs time
 
 
+# Functions a rule may not call: those that run SQL given as a string (check_select could not
+# see it), and the SQLite reader's, which open any SQLite file (sqlite_attach, then sqlite_query,
+# could write one) and stay loaded in an in-memory store (store.py). test_untrusted.py checks
+# that these are all the functions the reader adds.
+DENIED_FUNCTIONS = frozenset({"query", "query_table", "sqlite_scan", "sqlite_attach", "sqlite_query"})
+
+
 def check_select(path: Path, name: str, sql: str) -> None:
+    """A rule's SQL must be exactly one SELECT that calls none of the denied functions."""
     import duckdb
 
     try:
@@ -184,6 +193,35 @@ def check_select(path: Path, name: str, sql: str) -> None:
         raise RuleError(f"{path}: {name} is not valid SQL ({str(e).splitlines()[0]})") from None
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise RuleError(f"{path}: {name} must be exactly one SELECT statement")
+    called = sorted(functions_called(path, name, sql) & DENIED_FUNCTIONS)
+    if called:
+        raise RuleError(f"{path}: {name} calls {', '.join(called)}, which rules may not use: they read the store only")
+
+
+def functions_called(path: Path, name: str, sql: str) -> set[str]:
+    """The name of every function a SELECT calls, from DuckDB's parse tree."""
+    tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql(?)", [sql]))
+    if tree.get("error"):
+        raise RuleError(f"{path}: {name} cannot be checked ({tree.get('error_message')})")
+    names: set[str] = set()
+    todo: list[Any] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("function_name"), str):
+                names.add(node["function_name"].lower())
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return names
+
+
+@lru_cache(maxsize=1)
+def parser_connection() -> duckdb.DuckDBPyConnection:
+    """A private, empty DuckDB for parsing rules."""
+    import duckdb
+
+    return duckdb.connect()
 
 
 def load_rules(extra_dirs: Iterable[str | Path] = (), require_tests: bool = True) -> tuple[list[Rule], list[str]]:
