@@ -319,9 +319,9 @@ RULE = textwrap.dedent("""\
 @pytest.mark.parametrize(
     "query,needle",
     [
-        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM read_csv('/etc/passwd')\"", "disabled by configuration"),
-        ("\"SELECT 0 AS impact_ns, content AS n FROM read_text('/etc/hostname')\"", "disabled by configuration"),
-        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM glob('/root/*')\"", "disabled by configuration"),
+        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM read_csv('/etc/passwd')\"", "calls read_csv"),
+        ("\"SELECT 0 AS impact_ns, content AS n FROM read_text('/etc/hostname')\"", "calls read_text"),
+        ("\"SELECT 0 AS impact_ns, count(*) AS n FROM glob('/root/*')\"", "calls glob"),
         # The SQLite reader stays loaded in an in-memory store (small inputs): its table
         # functions open any SQLite file, and would attach one that sqlite_query could write.
         (f"\"SELECT 0 AS impact_ns, count(*) AS n FROM sqlite_scan('{GRAPHS}', 'StringIds')\"", "calls sqlite_scan"),
@@ -331,6 +331,16 @@ RULE = textwrap.dedent("""\
         # SQL in a string would not be checked at all.
         ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('ATTACH ''/tmp/x.db'' AS x')\"", "calls query,"),
         ("\"SELECT 0 AS impact_ns, 1 AS n FROM query_table('kernels')\"", "calls query_table"),
+        (
+            '"SELECT 0 AS impact_ns, 1 AS n FROM json_execute_serialized_sql(json_serialize_sql('
+            f"'SELECT * FROM sqlite_scan(''{GRAPHS}'', ''StringIds'')'))\"",
+            "calls json_execute_serialized_sql",
+        ),
+        # Table functions that change the database or its settings, or break later queries.
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM enable_logging(level='trace')\"", "calls enable_logging"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM enable_profiling(save_location='/tmp/x')\"", "calls enable_profiling"),
+        ('"SELECT 0 AS impact_ns, 1 AS n FROM (SELECT * FROM checkpoint())"', "calls checkpoint"),
+        ("\"SELECT 0 AS impact_ns, 1 AS n FROM histogram('kernels', duration)\"", "calls histogram"),
         ("\"ATTACH '/tmp/x.db' AS x\"", "exactly one SELECT"),
         ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
         ('"INSTALL httpfs"', "exactly one SELECT"),
@@ -357,9 +367,9 @@ def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, ne
 
 def test_rules_may_call_none_of_the_functions_the_sqlite_reader_adds():
     """An in-memory store keeps the SQLite reader loaded for the rules; every function it adds
-    must be in rules.DENIED_FUNCTIONS (a new version of the extension may add more)."""
+    must be refused (a new version of the extension may add more)."""
     from nsight_doctor.ingest.nsys_export import load_sqlite_extension
-    from nsight_doctor.rules import DENIED_FUNCTIONS
+    from nsight_doctor.rules import SQLITE_READER_FUNCTIONS, denied_table_functions
 
     def functions(con):
         return {r[0].lower() for r in con.execute("SELECT function_name FROM duckdb_functions()").fetchall()}
@@ -367,7 +377,7 @@ def test_rules_may_call_none_of_the_functions_the_sqlite_reader_adds():
     fresh, loaded = duckdb.connect(), duckdb.connect()
     load_sqlite_extension(loaded)
     added = functions(loaded) - functions(fresh)
-    assert added and added <= DENIED_FUNCTIONS
+    assert added and added <= SQLITE_READER_FUNCTIONS <= denied_table_functions()
 
 
 def test_rule_test_cases_are_sandboxed_too(tmp_path):

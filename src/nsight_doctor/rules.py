@@ -176,15 +176,19 @@ def save_rule_data(key: str, data: dict[str, Any]) -> None:
         pass  # a cache that cannot be written only costs time
 
 
-# Functions a rule may not call: those that run SQL given as a string (check_select could not
-# see it), and the SQLite reader's, which open any SQLite file (sqlite_attach, then sqlite_query,
-# could write one) and stay loaded in an in-memory store (store.py). test_untrusted.py checks
-# that these are all the functions the reader adds.
-DENIED_FUNCTIONS = frozenset({"query", "query_table", "sqlite_scan", "sqlite_attach", "sqlite_query"})
+# The table functions of DuckDB's own that a rule may call. The others read files (read_csv,
+# glob), run SQL given as a string (query, json_execute_serialized_sql) or change the database
+# and its settings (checkpoint, enable_logging).
+TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
+# The SQLite reader's table functions, refused too: they open any SQLite file (sqlite_attach can
+# replace the store's views) and stay loaded in an in-memory store (store.py). A fresh DuckDB
+# lacks them; test_untrusted.py checks that these are all the reader adds.
+SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
 
 
 def check_select(path: Path, name: str, sql: str) -> None:
-    """A rule's SQL must be exactly one SELECT that calls none of the denied functions."""
+    """A rule's SQL must be exactly one SELECT whose table functions are allowed ones (or the
+    store's own macros, which DuckDB does not know)."""
     import duckdb
 
     try:
@@ -193,13 +197,16 @@ def check_select(path: Path, name: str, sql: str) -> None:
         raise RuleError(f"{path}: {name} is not valid SQL ({str(e).splitlines()[0]})") from None
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise RuleError(f"{path}: {name} must be exactly one SELECT statement")
-    called = sorted(functions_called(path, name, sql) & DENIED_FUNCTIONS)
+    called = sorted(table_functions_called(path, name, sql) & denied_table_functions())
     if called:
-        raise RuleError(f"{path}: {name} calls {', '.join(called)}, which rules may not use: they read the store only")
+        raise RuleError(
+            f"{path}: {name} calls {', '.join(called)}, which rules may not use: they read the store only "
+            f"(table functions allowed: {', '.join(sorted(TABLE_FUNCTIONS_ALLOWED))})"
+        )
 
 
-def functions_called(path: Path, name: str, sql: str) -> set[str]:
-    """The name of every function a SELECT calls, from DuckDB's parse tree."""
+def table_functions_called(path: Path, name: str, sql: str) -> set[str]:
+    """The table functions a SELECT calls (FROM f(...)), from DuckDB's parse tree."""
     tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql(?)", [sql]))
     if tree.get("error"):
         raise RuleError(f"{path}: {name} cannot be checked ({tree.get('error_message')})")
@@ -208,12 +215,20 @@ def functions_called(path: Path, name: str, sql: str) -> set[str]:
     while todo:
         node = todo.pop()
         if isinstance(node, dict):
-            if isinstance(node.get("function_name"), str):
-                names.add(node["function_name"].lower())
+            if node.get("type") == "TABLE_FUNCTION":
+                names.add(str((node.get("function") or {}).get("function_name")).lower())
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
     return names
+
+
+@lru_cache(maxsize=1)
+def denied_table_functions() -> frozenset[str]:
+    rows = parser_connection().execute(
+        "SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')"
+    )
+    return frozenset({r[0] for r in rows.fetchall()} | SQLITE_READER_FUNCTIONS) - TABLE_FUNCTIONS_ALLOWED
 
 
 @lru_cache(maxsize=1)
