@@ -341,6 +341,14 @@ RULE = textwrap.dedent("""\
         ("\"SELECT 0 AS impact_ns, 1 AS n FROM enable_profiling(save_location='/tmp/x')\"", "calls enable_profiling"),
         ('"SELECT 0 AS impact_ns, 1 AS n FROM (SELECT * FROM checkpoint())"', "calls checkpoint"),
         ("\"SELECT 0 AS impact_ns, 1 AS n FROM histogram('kernels', duration)\"", "calls histogram"),
+        # Planning SQL given as a string opens the SQLite files its table functions name (and
+        # SQLite creates -wal and -shm files beside one in WAL mode).
+        (
+            '"SELECT 0 AS impact_ns, json_serialize_plan('
+            f"'SELECT * FROM sqlite_scan(''{GRAPHS}'', ''StringIds'')') AS n\"",
+            "calls json_serialize_plan",
+        ),
+        ('"SELECT 0 AS impact_ns, [1].list_transform(x -> setseed(0.3)) AS n"', "calls setseed"),
         ("\"ATTACH '/tmp/x.db' AS x\"", "exactly one SELECT"),
         ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
         ('"INSTALL httpfs"', "exactly one SELECT"),

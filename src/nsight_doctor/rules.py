@@ -184,11 +184,26 @@ TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json
 # replace the store's views) and stay loaded in an in-memory store (store.py). A fresh DuckDB
 # lacks them; test_untrusted.py checks that these are all the reader adds.
 SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
+# Other functions a rule may not call: json_serialize_plan plans SQL given as a string, which
+# opens the SQLite files its table functions name; the rest change state or only stall.
+FUNCTIONS_DENIED = frozenset(
+    {
+        "json_serialize_plan",
+        "json_serialize_sql",
+        "json_deserialize_sql",
+        "setseed",
+        "nextval",
+        "currval",
+        "write_log",
+        "sleep_ms",
+        "pg_sleep",
+    }
+)
 
 
 def check_select(path: Path, name: str, sql: str) -> None:
     """A rule's SQL must be exactly one SELECT whose table functions are allowed ones (or the
-    store's own macros, which DuckDB does not know)."""
+    store's own macros, which DuckDB does not know), calling none of FUNCTIONS_DENIED."""
     import duckdb
 
     try:
@@ -197,7 +212,8 @@ def check_select(path: Path, name: str, sql: str) -> None:
         raise RuleError(f"{path}: {name} is not valid SQL ({str(e).splitlines()[0]})") from None
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise RuleError(f"{path}: {name} must be exactly one SELECT statement")
-    called = sorted(table_functions_called(path, name, sql) & denied_table_functions())
+    tables, functions = functions_called(path, name, sql)
+    called = sorted(tables & denied_table_functions() | functions & FUNCTIONS_DENIED)
     if called:
         raise RuleError(
             f"{path}: {name} calls {', '.join(called)}, which rules may not use: they read the store only "
@@ -205,22 +221,26 @@ def check_select(path: Path, name: str, sql: str) -> None:
         )
 
 
-def table_functions_called(path: Path, name: str, sql: str) -> set[str]:
-    """The table functions a SELECT calls (FROM f(...)), from DuckDB's parse tree."""
+def functions_called(path: Path, name: str, sql: str) -> tuple[set[str], set[str]]:
+    """The table functions a SELECT calls (FROM f(...)), and every function it calls, from
+    DuckDB's parse tree."""
     tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql(?)", [sql]))
     if tree.get("error"):
         raise RuleError(f"{path}: {name} cannot be checked ({tree.get('error_message')})")
-    names: set[str] = set()
+    tables: set[str] = set()
+    functions: set[str] = set()
     todo: list[Any] = [tree]
     while todo:
         node = todo.pop()
         if isinstance(node, dict):
             if node.get("type") == "TABLE_FUNCTION":
-                names.add(str((node.get("function") or {}).get("function_name")).lower())
+                tables.add(str((node.get("function") or {}).get("function_name")).lower())
+            if node.get("class") == "FUNCTION":
+                functions.add(str(node.get("function_name")).lower())
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
-    return names
+    return tables, functions
 
 
 @lru_cache(maxsize=1)
