@@ -349,6 +349,11 @@ RULE = textwrap.dedent("""\
             "calls json_serialize_plan",
         ),
         ('"SELECT 0 AS impact_ns, [1].list_transform(x -> setseed(0.3)) AS n"', "calls setseed"),
+        ('"SELECT 0 AS impact_ns, sleep_ms(1) OVER () AS n"', "calls sleep_ms"),
+        # A forged aggregate state reads any memory, or crashes the process.
+        ('"SELECT 0 AS impact_ns, (first(name) EXPORT_STATE)::BLOB AS n FROM kernels"', "EXPORT_STATE"),
+        ('"SELECT 0 AS impact_ns, finalize(NULL) AS n"', "calls finalize"),
+        ('"SELECT 0 AS impact_ns, combine(NULL, NULL) AS n"', "calls combine"),
         ("\"ATTACH '/tmp/x.db' AS x\"", "exactly one SELECT"),
         ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
         ('"INSTALL httpfs"', "exactly one SELECT"),

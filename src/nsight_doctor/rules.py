@@ -185,10 +185,14 @@ TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json
 # lacks them; test_untrusted.py checks that these are all the reader adds.
 SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
 # Other functions a rule may not call: json_serialize_plan plans SQL given as a string, which
-# opens the SQLite files its table functions name; the rest change state or only stall.
+# opens the SQLite files its table functions name; finalize and combine take an aggregate's
+# state (EXPORT_STATE, refused too), which a BLOB cast can forge to read any memory; the rest
+# change state or only stall.
 FUNCTIONS_DENIED = frozenset(
     {
         "json_serialize_plan",
+        "finalize",
+        "combine",
         "json_serialize_sql",
         "json_deserialize_sql",
         "setseed",
@@ -235,8 +239,10 @@ def functions_called(path: Path, name: str, sql: str) -> tuple[set[str], set[str
         if isinstance(node, dict):
             if node.get("type") == "TABLE_FUNCTION":
                 tables.add(str((node.get("function") or {}).get("function_name")).lower())
-            if node.get("class") == "FUNCTION":
+            if node.get("class") in ("FUNCTION", "WINDOW"):
                 functions.add(str(node.get("function_name")).lower())
+            if node.get("export_state"):
+                raise RuleError(f"{path}: {name} exports an aggregate's state (EXPORT_STATE), which rules may not use")
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
