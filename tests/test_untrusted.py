@@ -354,6 +354,19 @@ RULE = textwrap.dedent("""\
         ('"SELECT 0 AS impact_ns, (first(name) EXPORT_STATE)::BLOB AS n FROM kernels"', "EXPORT_STATE"),
         ('"SELECT 0 AS impact_ns, finalize(NULL) AS n"', "calls finalize"),
         ('"SELECT 0 AS impact_ns, combine(NULL, NULL) AS n"', "calls combine"),
+        # Deeply nested JSON overflows the stack of these (the process crashed).
+        ("\"SELECT 0 AS impact_ns, json_structure(repeat('[', 100000)) AS n\"", "calls json_structure"),
+        ("\"SELECT 0 AS impact_ns, variant_typeof('[1]'::JSON::VARIANT) AS n\"", "calls variant, variant_typeof"),
+        (
+            '"SELECT 0 AS impact_ns, 1 AS n FROM kernels WHERE TRY_CAST(name AS STRUCT(a VARIANT)) IS NULL"',
+            "calls variant",
+        ),
+        (
+            '"SELECT 0 AS impact_ns, reservoir_quantile(duration, 0.5, 2147483647) AS n FROM kernels"',
+            "reservoir_quantile",
+        ),
+        # Too deep for the check itself: refused, not an internal error.
+        ('"SELECT 0 AS impact_ns, ' + "abs(" * 600 + "1" + ")" * 600 + ' AS n"', "nested too deeply"),
         ("\"ATTACH '/tmp/x.db' AS x\"", "exactly one SELECT"),
         ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
         ('"INSTALL httpfs"', "exactly one SELECT"),

@@ -186,13 +186,24 @@ TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json
 SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
 # Other functions a rule may not call: json_serialize_plan plans SQL given as a string, which
 # opens the SQLite files its table functions name; finalize and combine take an aggregate's
-# state (EXPORT_STATE, refused too), which a BLOB cast can forge to read any memory; the rest
-# change state or only stall.
+# state (EXPORT_STATE, refused too), which a BLOB cast can forge to read any memory; the JSON
+# functions below and the VARIANT type (variant_*, refused too) recurse into a document's
+# nesting and overflow the stack (a crash) on deep ones; reservoir_quantile with a huge sample
+# invalidates the database; the rest change state or only stall.
 FUNCTIONS_DENIED = frozenset(
     {
         "json_serialize_plan",
         "finalize",
         "combine",
+        "json_structure",
+        "json_group_structure",
+        "json_contains",
+        "json_merge_patch",
+        "from_json",
+        "from_json_strict",
+        "json_transform",
+        "json_transform_strict",
+        "reservoir_quantile",
         "json_serialize_sql",
         "json_deserialize_sql",
         "setseed",
@@ -217,7 +228,11 @@ def check_select(path: Path, name: str, sql: str) -> None:
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise RuleError(f"{path}: {name} must be exactly one SELECT statement")
     tables, functions = functions_called(path, name, sql)
-    called = sorted(tables & denied_table_functions() | functions & FUNCTIONS_DENIED)
+    called = sorted(
+        tables & denied_table_functions()
+        | functions & FUNCTIONS_DENIED
+        | {f for f in functions if f == "variant" or f.startswith("variant_")}
+    )
     if called:
         raise RuleError(
             f"{path}: {name} calls {', '.join(called)}, which rules may not use: they read the store only "
@@ -228,7 +243,10 @@ def check_select(path: Path, name: str, sql: str) -> None:
 def functions_called(path: Path, name: str, sql: str) -> tuple[set[str], set[str]]:
     """The table functions a SELECT calls (FROM f(...)), and every function it calls, from
     DuckDB's parse tree."""
-    tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql(?)", [sql]))
+    try:
+        tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql(?)", [sql]))
+    except RecursionError:
+        raise RuleError(f"{path}: {name} is nested too deeply to be checked") from None
     if tree.get("error"):
         raise RuleError(f"{path}: {name} cannot be checked ({tree.get('error_message')})")
     tables: set[str] = set()
@@ -241,6 +259,8 @@ def functions_called(path: Path, name: str, sql: str) -> tuple[set[str], set[str
                 tables.add(str((node.get("function") or {}).get("function_name")).lower())
             if node.get("class") in ("FUNCTION", "WINDOW"):
                 functions.add(str(node.get("function_name")).lower())
+            if node.get("id") == "VARIANT":  # a type anywhere: casts, literals, nested types
+                functions.add("variant")
             if node.get("export_state"):
                 raise RuleError(f"{path}: {name} exports an aggregate's state (EXPORT_STATE), which rules may not use")
             todo.extend(node.values())
