@@ -164,7 +164,7 @@ class Store:
 
 # Inputs of up to this much data (data_bytes) are analysed in an in-memory store: no file to
 # write, checkpoint and reopen, and no compression. On 2 cores: a 125 MB export in 5.9 s instead
-# of 7.3 s, 260 MB in 13.7 s instead of 15.5 s, the 7.5 MB sample 5-10% faster. Larger inputs go
+# of 7.3 s, 260 MB in 13.7 s instead of 15.5 s, the 7.5 MB sample 5-18% faster. Larger inputs go
 # to a file, whose tables are compressed: in memory, the 496 MB export outgrew the default
 # memory limit and spilled, 27.7 s instead of 23.4 s (docs/performance.md, fifth run).
 IN_MEMORY_MAX_MB = 256
