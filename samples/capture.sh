@@ -12,7 +12,9 @@ OUT=${1:?OUTDIR}
 DEBDIR=${2:?DEBDIR}
 MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf: only hf_generate;
                 # llm: the HF serving captures of workloads/hf_serving.py (one GPU);
-                # llm2: its MoE and sampling captures (one GPU)
+                # llm2: its MoE and sampling captures (one GPU);
+                # timeline: the captures of workloads/timeline.py, with CPU and Python samples
+                # where they name the code (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -175,7 +177,55 @@ llm2_series() {
   fi
 }
 
-if [ "$MODE" = llm ]; then
+# The timeline captures (workloads/timeline.py and two more of hf_serving.py): steps that are
+# hard to find, CPU time after a sync, a kernel sweep, SDPA's math path. Where the CPU's code is
+# what the sample should name, the capture also samples the CPU (IP samples with their call
+# stacks, and Python's frames) and is exported with the Python samples' payloads (--include-json).
+SAMPLED=(--sample=process-tree --cpuctxsw=process-tree --python-sampling=true --python-sampling-frequency=1000)
+tl_capture() {  # name sampled|plain extra-nsys-args... -- workload args...
+  local name=$1 mode=$2; shift 2
+  in_time "$name" || return 1
+  local t=$SECONDS nargs=() common=("${NSYS_COMMON[@]}") export_args=()
+  while [ "$1" != "--" ]; do nargs+=("$1"); shift; done; shift
+  if [ "$mode" = sampled ]; then common=(-f true "${SAMPLED[@]}"); export_args=(--include-json=true); fi
+  echo "== nsys $name ($mode)"
+  timeout $NSYS_TIMEOUT $NSYS profile -o "$C/$name" "${common[@]}" "${NSYS_RANGE[@]}" "${nargs[@]}" \
+    python3 $W/"$@" --json "$C/$name.json"
+  timeout 90 $NSYS export --type sqlite -f true "${export_args[@]}" -o "$C/$name.sqlite" "$C/$name.nsys-rep"
+  echo "== $name: capture and export took $((SECONDS - t)) s"
+  ls -la "$C/$name".*
+  timeout 60 python3 samples/nsys_facts.py "$C/$name.sqlite" --json "$C/$name.json" || true
+  mkdir -p "$C/tl/$name"; mv "$C/$name".* "$C/tl/$name/"
+}
+
+timeline_series() {
+  local T=(-t cuda,nvtx,osrt) S=timeline.py
+  python3 -c 'import transformers, triton; print("transformers", transformers.__version__, "triton", triton.__version__)'
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  tl_capture stream_python sampled "${T[@]}" -- $S stream --work python
+  tl_capture hf_requests sampled "${T[@]}" -- $S requests --requests 3 --new-tokens 48
+  tl_capture cb_graph_trace plain "${T[@]}" --cuda-graph-trace=graph -- hf_serving.py cb --requests 24 \
+    --min-prompt 16 --max-prompt 600 --new-tokens 48 --max-batch-tokens 1024 --max-memory-percent 0.3
+  tl_capture triton_sweep plain "${T[@]}" -- $S sweep
+  tl_capture stream_sleep sampled "${T[@]}" -- $S stream --work sleep --cpu-ms 3 --nvtx
+  tl_capture prefill_math plain "${T[@]}" -- $S prefill --backend math
+  tl_capture prefill_flash plain "${T[@]}" -- $S prefill --backend flash
+  tl_capture kv_cat16 plain "${T[@]}" -- hf_serving.py generate --attn sdpa --cache dynamic --batch 32 \
+    --kv-heads 16 --prompt-len 256 --new-tokens 16
+  for b in math flash; do
+    in_time ncu_prefill_$b || continue
+    echo "== ncu ncu_prefill_$b"
+    timeout 100 ncu --clock-control none --profile-from-start off --set full --launch-skip 10 --launch-count 8 \
+      -f -o "$C/tl/ncu_prefill_$b" python3 $W/$S prefill --backend $b --passes 1 --layers 2 || true
+  done
+  echo "== pack timeline"
+  (cd $C/tl && tar cf - --exclude='*.qdstrm' .) | xz -T0 -6 | split -b 15M -d - "$OUT/timeline.tar.xz."
+  ls -la "$OUT"
+}
+
+if [ "$MODE" = timeline ]; then
+  timeline_series
+elif [ "$MODE" = llm ]; then
   llm_series
 elif [ "$MODE" = llm2 ]; then
   llm2_series
