@@ -150,7 +150,13 @@ def source_select(table: Table, source: dict, src: Export, decoders: dict, param
 
 
 def available(source: dict, src: Export) -> bool:
-    return source["table"] in src.tables and set(source.get("requires", [])) <= set(src.tables)
+    """Whether the export has the source's table, the other tables it `requires`, and the
+    columns it `requires_columns` (raw SQL sources name the columns they read)."""
+    return (
+        source["table"] in src.tables
+        and set(source.get("requires", [])) <= set(src.tables)
+        and set(source.get("requires_columns", [])) <= src.tables[source["table"]]
+    )
 
 
 def build_select(table: Table, spec: dict, src: Export, decoders: dict, params: dict) -> str | None:
