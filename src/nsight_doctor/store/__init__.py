@@ -1,10 +1,12 @@
 """Store: a DuckDB database holding the base tables and the documented views.
 
 Building a store runs ingest for each input, then every file in views/, each after the files
-whose objects it uses (view_order). Files whose names start with '_' hold helpers (macros,
-materialized tables behind a view); every other file defines one documented view or table,
-described in its header comment, from which docs/schema.md is generated. Rules and reports
-read only these.
+whose objects it uses (view_order), and the timeline pass (store/timeline: busy intervals,
+gaps, steps, phases, computed in Polars) once its inputs exist. Files whose names start with
+'_' hold helpers (macros, materialized tables behind a view); every other file defines one
+documented view or table, described in its header comment, and timeline/tables.yaml declares
+the timeline's tables; docs/schema.md is generated from both. Rules and reports read only
+these.
 
 Where the database lives:
 - with --db, in that file: written under a temporary name, renamed when complete, then
@@ -36,7 +38,7 @@ from nsight_doctor.db import first_line, one, quiet, quote, sandbox, scalar, tab
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
 from nsight_doctor.runtime import duckdb_threads
-from nsight_doctor.store import taxonomy
+from nsight_doctor.store import taxonomy, timeline
 
 CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
 WORD = re.compile(r"\b\w+\b")
@@ -53,20 +55,26 @@ def strip_comments(sql: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
+# The timeline pass, placed in view_order among the view files: it creates the tables that
+# timeline/tables.yaml declares and reads the objects it lists as inputs.
+TIMELINE = "(timeline)"
+
+
 @lru_cache(maxsize=1)
 def view_order() -> list[str]:
-    """The view files in an order that creates each object before the files that use it: a
-    file depends on every other file that creates a name its SQL mentions. Ties go by name."""
+    """The view files (and TIMELINE) in an order that creates each object before the files that
+    use it: a file depends on every other file that creates a name its SQL mentions, the
+    timeline on the creators of its inputs. Ties go by name."""
     files = view_files()
     creator = {obj.lower(): name for name, sql in files.items() for obj in CREATES.findall(sql)}
+    creator.update({t.lower(): TIMELINE for t in timeline.tables()})
+    mentions = {name: WORD.findall(strip_comments(sql)) for name, sql in files.items()}
+    mentions[TIMELINE] = timeline.inputs()
     deps = {
-        name: {
-            creator[w.lower()]
-            for w in WORD.findall(strip_comments(sql))
-            if w.lower() in creator and creator[w.lower()] != name
-        }
-        for name, sql in files.items()
+        name: {creator[w.lower()] for w in words if w.lower() in creator and creator[w.lower()] != name}
+        for name, words in mentions.items()
     }
+    files = {**files, TIMELINE: ""}
     order: list[str] = []
     while len(order) < len(files):
         ready = sorted(n for n in files if n not in order and deps[n] <= set(order))
@@ -79,11 +87,19 @@ def view_order() -> list[str]:
 
 
 def view_sql(name: str) -> str:
-    return view_files()[name]
+    """A view file's SQL ("" for a table of the timeline pass)."""
+    return view_files().get(name, "")
 
 
 def documented_views() -> list[str]:
-    return [n for n in view_order() if not n.startswith("_")]
+    """Every documented view and table, in the order they are created."""
+    out: list[str] = []
+    for n in view_order():
+        if n == TIMELINE:
+            out.extend(timeline.tables())
+        elif not n.startswith("_"):
+            out.append(n)
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -108,7 +124,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     files = view_files()
     for name in view_order():
         try:
-            con.execute(files[name])
+            if name == TIMELINE:
+                timeline.build(con)
+            else:
+                con.execute(files[name])
         except duckdb.Error as e:
             raise DoctorError(f"internal error building the view '{name}': {e}") from None
 

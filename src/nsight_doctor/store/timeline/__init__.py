@@ -1,0 +1,479 @@
+"""The timeline model, in one pass over each GPU's operations and the CUDA calls that issued
+them: busy intervals, idle gaps split by the launching thread's state, steps chosen from
+scored candidates, each step's time split by what bounded it, and phases.
+
+It runs inside store.create_views once its inputs exist (tables.yaml lists them) and writes
+the tables tables.yaml declares: gpu_busy, gpu_gaps, steps, step_sources, phases and
+idle_code. The
+work is done in Polars over frames read from the store, not as a chain of SQL views: one sort
+per GPU instead of hundreds of statements.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from nsight_doctor.store.timeline import busy as busy_mod
+from nsight_doctor.store.timeline import code as code_mod
+from nsight_doctor.store.timeline import gaps as gaps_mod
+from nsight_doctor.store.timeline import phases as phases_mod
+from nsight_doctor.store.timeline import steps as steps_mod
+from nsight_doctor.store.timeline.frames import inputs, read, tables, write
+from nsight_doctor.store.timeline.load import MEMCPY, flatten, load_blocking, load_calls, load_ops
+
+__all__ = ["build", "inputs", "tables"]
+
+
+def build(con: duckdb.DuckDBPyConnection) -> None:
+    ops = load_ops(con)
+    calls = flatten(load_calls(con))
+    blocking = load_blocking(con)
+    strings = read(con, "SELECT id, value FROM base_strings")
+    framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
+    api_names = read(con, "SELECT name_id, name FROM api_names_t")
+
+    busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
+    write(con, "gpu_busy", busy)
+
+    g = busy_mod.gaps(busy)
+    g = busy_mod.readback_bytes(g, ops)
+    g = gaps_mod.launch_calls(g, calls)
+    g = gaps_mod.first_launches(g, ops)
+    g = gaps_mod.returned_blocking(g, blocking)
+    mains = gaps_mod.main_threads(ops, calls)
+    g = g.join(mains, on="device_id", how="left").with_columns(
+        tpid=pl.when(pl.col("tid").is_not_null()).then(pl.col("pid")).otherwise(pl.col("main_pid")),
+        ttid=pl.coalesce("tid", "main_tid"),
+    )
+
+    seq = steps_mod.sequence(ops)
+    trips = pl.concat(
+        [
+            blocking.select("device_id", t="end"),
+            ops.filter((pl.col("kind") == MEMCPY) & pl.col("direction").is_in(["DtoH", "AtoH"])).select(
+                "device_id", t="end"
+            ),
+        ],
+        how="vertical_relaxed",
+    ).filter(pl.col("device_id").is_not_null())
+    nv = read(
+        con,
+        """
+        SELECT g.device_id, r.range_id, r.depth, r.text, g.gpu_start, g.gpu_end, g.gpu_time
+        FROM nvtx_ranges_t r JOIN nvtx_gpu_t g USING (range_id)
+        WHERE g.gpu_ops > 0 AND NOT r.library
+        """,
+    )
+    kernel_ns = (
+        ops.filter(pl.col("kind").is_in([0, 1]))
+        .group_by("device_id")
+        .agg(kernel_ns=(pl.col("end") - pl.col("start")).sum())
+    )
+    st, sources = choose_steps(con, seq, nv, kernel_ns, trips, strings)
+
+    # Each gap's parts, from the launching thread's state in it; then each step's.
+    g = g.with_columns(pid_id=pl.int_range(pl.len()), w0=pl.col("start"), w1=pl.col("end"))
+    parts = gaps_mod.split(g, calls)
+    g = g.join(parts, on="pid_id", how="left")
+    g = g.join(api_names.rename({"name_id": "top_name_id", "name": "top_api"}), on="top_name_id", how="left")
+    g = g.join(api_names.rename({"name_id": "launch_name_id", "name": "launch_name"}), on="launch_name_id", how="left")
+    g = with_steps(g, st)
+    long_gap = pl.col("duration") >= gaps_mod.LONG_GAP_NS
+    g = g.with_columns(
+        cause=gaps_mod.cause(),
+        **{
+            c: pl.col(c).fill_null(0)
+            for c in ("one_time_ns", "module_ns", "alloc_ns", "copy_ns", "other_api_ns", "sync_copy_ns")
+        },
+        top_api=pl.when(long_gap).then(pl.col("top_api")),
+        tid=pl.col("ttid"),
+        after_readback=(pl.col("readback_bytes") >= 32768).fill_null(False),
+        **{f"{p}_ns": pl.col(p) for p in gaps_mod.PARTS},
+    ).with_columns(
+        launch_side=pl.when(pl.col("cause") == "launch")
+        .then(pl.lit("cpu"))
+        .when((pl.col("cause") == "queued") & (pl.col("duration") < gaps_mod.LATENCY_NS))
+        .then(pl.lit("gpu"))
+    )
+    write(con, "gpu_gaps", g.sort(["device_id", "start"]))
+
+    st = step_parts(st, g, busy, ops, calls, blocking)
+    write(con, "steps", st)
+    write(con, "step_sources", sources)
+
+    chosen = sources.filter("chosen")
+    token = set(chosen.filter(pl.col("marks").fill_null("").str.contains("embedding|sampling"))["device_id"].to_list())
+    graphs = set(chosen.filter(pl.col("source") == "graph")["device_id"].to_list())
+    llm = phases_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs)
+    ph = phases_mod.build(
+        busy,
+        ops,
+        st,
+        g.select("device_id", "start", "end", "duration", "cause", "setup_ns"),
+        llm,
+        batching=framework[0] in phases_mod.BATCHING_ENGINES,
+    )
+    write(con, "phases", ph)
+
+    steady = ph.filter("steady").select("device_id", p0="start", p1="end")
+    sg = g.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
+    nvr = read(
+        con,
+        'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text FROM nvtx_ranges_t WHERE NOT library',
+    )
+    # The step ranges themselves name no code: every gap of a step lies in one.
+    step_marks = st.filter(pl.col("source") == "nvtx")["marker"].unique().implode()
+    nvr = nvr.filter(~pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#").is_in(step_marks))
+    write(
+        con,
+        "idle_code",
+        code_mod.idle_code(
+            sg.select("device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"),
+            calls,
+            read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples"),
+            read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames"),
+            read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples"),
+            read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames"),
+            nvr,
+            strings,
+        ),
+    )
+
+
+def choose_steps(
+    con: duckdb.DuckDBPyConnection,
+    seq: pl.DataFrame,
+    nv: pl.DataFrame,
+    kernel_ns: pl.DataFrame,
+    trips: pl.DataFrame,
+    strings: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The steps of every GPU (device_id, step, start, end, source, marker, confidence,
+    kind_hint) and the scored candidates (step_sources)."""
+    nvc = steps_mod.nvtx_candidates(nv, kernel_ns)
+    nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
+    st, occ = steps_mod.signature_stats(seq)
+    st = steps_mod.host_round_trips(st, occ, trips)
+    st = steps_mod.marks(st, strings)
+    lv = steps_mod.levels(st)
+    pick = steps_mod.choose_level(
+        lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode())), steps_mod.part_counts(nv, kernel_ns)
+    )
+    pick, agreement = agree(pick, lv, st, seq)
+
+    names = labels(con, lv.select("device_id", "anchor").unique())
+    pick = pick.join(names, on=["device_id", "anchor"], how="left")
+    anchor = steps_mod.boundaries(seq, occ, pick, trips)
+    anchor = anchor.join(
+        pick.select(
+            "device_id",
+            "marker",
+            "rank",
+            "reg",
+            "members",
+            "marks",
+            source=pl.when(pl.col("rank") == 2).then(pl.lit("graph")).otherwise(pl.lit("kernel")),
+        ),
+        on="device_id",
+    )
+    anchor = anchor.with_columns(
+        confidence=pl.struct("rank", "reg", "members", "source").map_elements(
+            lambda r: steps_mod.confidence(r["rank"], r["reg"], r["members"], r["source"]), return_dtype=pl.String
+        ),
+        kind_hint=pl.lit(None, pl.String),
+    )
+    nvs = steps_mod.nvtx_steps(nv, nv_pick).with_columns(
+        source=pl.lit("nvtx"),
+        marker=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"),
+        confidence=pl.lit("high"),
+        kind_hint=steps_mod.kind_hint(pl.col("text")),
+    )
+    cols = ["device_id", "step", "start", "end", "source", "marker", "confidence", "kind_hint"]
+    steps = pl.concat([nvs.select(cols), anchor.select(cols)], how="vertical_relaxed").sort(["device_id", "step"])
+    steps = steps.with_columns(duration=pl.col("end") - pl.col("start"))
+    return steps, sources_table(nvc, nv_pick, lv, pick, agreement, names)
+
+
+def agree(pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
+    """GPUs of one job (the same kernels over overlapping time) use one anchor: the one chosen
+    on the GPU with the strongest evidence, when it is a valid candidate on the others too.
+    Returns the picks and, per GPU of a job, a line on how they agree."""
+    if pick.height < 2:
+        return pick, {}
+    jobs = job_groups(seq.filter(pl.col("device_id").is_in(pick["device_id"].implode())))
+    out = {r["device_id"]: r for r in pick.iter_rows(named=True)}
+    notes: dict[int, str] = {}
+    for devices in jobs:
+        if len(devices) < 2:
+            continue
+        leader = max(devices, key=lambda d: (out[d]["rank"], out[d]["reg"], -d))
+        key = out[leader]["anchor"]
+        for d in devices:
+            if d == leader or out[d]["anchor"] == key:
+                continue
+            row = st.filter((pl.col("device_id") == d) & (pl.col("key") == key))
+            if row.height:
+                level = lv.filter((pl.col("device_id") == d) & (pl.col("level") == row["level"][0]))
+                new = level.row(0, named=True)
+                new.update(anchor=key, n=row["n"][0], reg=row["reg"][0])
+                out[d] = new
+        counts = {d: out[d]["n"] for d in devices}
+        same_key = len({out[d]["anchor"] for d in devices}) == 1
+        lo, hi = min(counts.values()), max(counts.values())
+        gpus = ", ".join(str(d) for d in sorted(devices))
+        if same_key and hi <= 1.05 * lo:
+            line = f"GPUs {gpus} of one job: the same anchor, {lo:,}" + (f" to {hi:,}" if hi != lo else "") + " steps"
+        else:
+            line = f"GPUs {gpus} of one job disagree: " + ", ".join(
+                f"GPU {d} {counts[d]:,} steps" for d in sorted(devices)
+            )
+        for d in devices:
+            notes[d] = line
+    return pl.DataFrame([out[d] for d in sorted(out)], schema=pick.schema), notes
+
+
+def job_groups(seq: pl.DataFrame) -> list[list[int]]:
+    """GPUs that run the same kernels (Jaccard of their kernel names at least 0.5) over
+    overlapping time (at least half the shorter activity span)."""
+    per = seq.group_by("device_id").agg(
+        names=pl.col("name_id").drop_nulls().unique(), t0=pl.col("start").min(), t1=pl.col("end").max()
+    )
+    rows = per.sort("device_id").iter_rows(named=True)
+    devs = [(r["device_id"], set(r["names"]), r["t0"], r["t1"]) for r in rows]
+    parent = {d: d for d, *_ in devs}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for i, (a, na, a0, a1) in enumerate(devs):
+        for b, nb, b0, b1 in devs[i + 1 :]:
+            jac = len(na & nb) / max(len(na | nb), 1)
+            overlap = min(a1, b1) - max(a0, b0)
+            if jac >= 0.5 and overlap >= 0.5 * min(a1 - a0, b1 - b0):
+                parent[find(b)] = find(a)
+    groups: dict[int, list[int]] = {}
+    for d, *_ in devs:
+        groups.setdefault(find(d), []).append(d)
+    return list(groups.values())
+
+
+def labels(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
+    """marker for each (device_id, anchor): the kernel's name with its launch dimensions, or
+    'graph launch'."""
+    kernel_keys = keys.filter(pl.col("anchor") != "graph launch")["anchor"].unique().to_list()
+    found = pl.DataFrame(schema={"device_id": pl.Int32, "anchor": pl.String, "marker": pl.String})
+    if kernel_keys:
+        wanted = ", ".join("'" + k + "'" for k in kernel_keys)
+        found = read(
+            con,
+            f"""
+            SELECT k.device_id, k.key AS anchor,
+                   any_value(coalesce(s.value, '?') || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z
+                             || '),(' || k.block_x || ',' || k.block_y || ',' || k.block_z || ')>>>') AS marker
+            FROM (SELECT *, hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z)::VARCHAR AS key
+                  FROM base_kernels) k
+            LEFT JOIN base_strings s ON s.id = k.short_name_id
+            WHERE k.key IN ({wanted})
+            GROUP BY k.device_id, k.key
+            """,
+        )
+    out = keys.join(
+        found.with_columns(pl.col("device_id").cast(keys["device_id"].dtype)), on=["device_id", "anchor"], how="left"
+    )
+    return out.with_columns(
+        marker=pl.when(pl.col("anchor") == "graph launch").then(pl.lit("graph launch")).otherwise(pl.col("marker"))
+    )
+
+
+def sources_table(nvc, nv_pick, lv, pick, agreement, labels) -> pl.DataFrame:
+    nv_rows = nvc.select(
+        "device_id",
+        source=pl.lit("nvtx"),
+        marker="pattern",
+        occurrences="n",
+        regularity=pl.lit(None, pl.Float64),
+        host_share=pl.lit(None, pl.Float64),
+        members=pl.lit(1),
+        marks=pl.lit(None, pl.String),
+        rank=pl.lit(4),
+    ).join(
+        nv_pick.select("device_id", "pattern", chosen=pl.lit(True)),
+        left_on=["device_id", "marker"],
+        right_on=["device_id", "pattern"],
+        how="left",
+    )
+    lvl = lv.join(labels, on=["device_id", "anchor"], how="left").select(
+        "device_id",
+        "anchor",
+        "level",
+        source=pl.when(pl.col("rank") == 2).then(pl.lit("graph")).otherwise(pl.lit("kernel")),
+        marker="marker",
+        occurrences="n",
+        regularity="reg",
+        host_share="host",
+        members="members",
+        marks=pl.col("marks").list.join(",").replace("", None),
+        rank="rank",
+    )
+    lvl = lvl.join(pick.select("device_id", "level", chosen=pl.lit(True)), on=["device_id", "level"], how="left")
+    lvl = lvl.drop("anchor", "level")
+    out = pl.concat([nv_rows, lvl], how="diagonal_relaxed").with_columns(pl.col("chosen").fill_null(False))
+    conf = {}
+    for r in pick.iter_rows(named=True):
+        src = "graph" if r["rank"] == 2 else "kernel"
+        conf[r["device_id"]] = (
+            steps_mod.confidence(r["rank"], r["reg"], r["members"], src),
+            steps_mod.evidence_text(r["rank"], r["marks"], r["host"], r["members"]),
+        )
+    for d in nv_pick["device_id"].to_list():
+        conf[d] = ("high", "the program's NVTX ranges mark the steps")
+    return out.with_columns(
+        confidence=pl.when("chosen").then(
+            pl.col("device_id").replace_strict(
+                {d: c for d, (c, _) in conf.items()}, default=None, return_dtype=pl.String
+            )
+        ),
+        evidence=pl.when("chosen").then(
+            pl.col("device_id").replace_strict(
+                {d: e for d, (_, e) in conf.items()}, default=None, return_dtype=pl.String
+            )
+        ),
+        agreement=pl.when("chosen").then(
+            pl.col("device_id").replace_strict(agreement, default=None, return_dtype=pl.String)
+        ),
+    ).sort(["device_id", "chosen", "rank", "occurrences"], descending=[False, True, True, True])
+
+
+def with_steps(g: pl.DataFrame, st: pl.DataFrame) -> pl.DataFrame:
+    """step: the step each gap lies in (its start in the step), or null."""
+    s = st.select("device_id", "step", s0="start", s1="end").sort("s0")
+    out = g.sort("start").join_asof(
+        s, left_on="start", right_on="s0", by="device_id", strategy="backward", check_sortedness=False
+    )
+    return out.with_columns(step=pl.when(pl.col("end") <= pl.col("s1")).then(pl.col("step"))).drop("s0", "s1")
+
+
+def step_parts(
+    st: pl.DataFrame,
+    g: pl.DataFrame,
+    busy: pl.DataFrame,
+    ops: pl.DataFrame,
+    calls: pl.DataFrame,
+    blocking: pl.DataFrame,
+) -> pl.DataFrame:
+    """Each step's operations, busy time and the split of its time (tables.yaml, steps)."""
+    if st.height == 0:
+        return st.with_columns(
+            *[
+                pl.lit(0, pl.Int64).alias(c)
+                for c in ("busy_ns", "ops", "gpu_ns", "blocked_ns", *[f"{p}_ns" for p in gaps_mod.PARTS])
+            ],
+            tid=pl.lit(None, pl.Int64),
+        )
+    st = st.with_columns(busy_ns=phases_mod.busy_between(st.select("device_id", "start", "end"), busy))
+    o = ops.select("device_id", t="start").sort("t").with_columns(n=pl.int_range(1, pl.len() + 1).over("device_id"))
+
+    a = (
+        st.select("device_id", "step", "start", "end")
+        .sort("start")
+        .join_asof(
+            o,
+            left_on="start",
+            right_on="t",
+            by="device_id",
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .select("device_id", "step", "end", before=pl.col("n").fill_null(0))
+    )
+    a = a.sort("end").join_asof(
+        o,
+        left_on="end",
+        right_on="t",
+        by="device_id",
+        strategy="backward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    st = st.join(
+        a.select("device_id", "step", ops=pl.col("n").fill_null(0) - pl.col("before")), on=["device_id", "step"]
+    )
+    parts = (
+        g.filter(pl.col("step").is_not_null())
+        .group_by("device_id", "step")
+        .agg(*[pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS])
+    )
+    st = st.join(parts, on=["device_id", "step"], how="left").with_columns(
+        *[pl.col(f"{p}_ns").fill_null(0) for p in gaps_mod.PARTS]
+    )
+    # The step's launching thread, and the GPU busy time while it was blocked in a call.
+    c = calls.select("pid", "corr", "tid").filter(pl.col("corr").is_not_null()).unique(["pid", "corr"])
+    lo = ops.select("device_id", "start", "pid", "corr").join(c, on=["pid", "corr"], how="inner").sort("start")
+    lo = lo.join_asof(
+        st.select("device_id", "step", s0="start").sort("s0"),
+        left_on="start",
+        right_on="s0",
+        by="device_id",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    thread = (
+        lo.filter(pl.col("step").is_not_null())
+        .group_by("device_id", "step", "pid", "tid")
+        .agg(n=pl.len())
+        .sort(["device_id", "step", "n", "tid"], descending=[False, False, True, False])
+        .unique(["device_id", "step"], keep="first", maintain_order=True)
+        .select("device_id", "step", tpid="pid", tid="tid")
+    )
+    st = st.join(thread, on=["device_id", "step"], how="left")
+    # Each blocking call cut at the step boundaries it crosses (steps of a GPU are contiguous),
+    # kept in the steps whose launching thread made it.
+    b = (
+        blocking.select("pid", "tid", "device_id", b0="start", b1="end")
+        .unique()
+        .filter(pl.col("device_id").is_not_null())
+    )
+    k = st.select("device_id", "step", s0="start")
+    b = (
+        b.sort("b0")
+        .join_asof(
+            k.sort("s0"), left_on="b0", right_on="s0", by="device_id", strategy="backward", check_sortedness=False
+        )
+        .rename({"step": "k0"})
+        .drop("s0")
+    )
+    b = (
+        b.sort("b1")
+        .join_asof(
+            k.sort("s0"), left_on="b1", right_on="s0", by="device_id", strategy="backward", check_sortedness=False
+        )
+        .rename({"step": "k1"})
+        .drop("s0")
+    )
+    b = b.with_columns(pl.col("k0").fill_null(pl.col("k1").min().over("device_id"))).filter(pl.col("k1").is_not_null())
+    b = b.with_columns(step=pl.int_ranges("k0", pl.col("k1") + 1)).explode("step")
+    w = b.join(
+        st.select("device_id", "step", "start", "end", "tpid", "tid"),
+        left_on=["device_id", "step", "pid", "tid"],
+        right_on=["device_id", "step", "tpid", "tid"],
+        how="inner",
+    )
+    w = w.select("device_id", "step", start=pl.max_horizontal("b0", "start"), end=pl.min_horizontal("b1", "end"))
+    w = w.filter(pl.col("end") > pl.col("start"))
+    if w.height:
+        w = w.with_columns(busy=phases_mod.busy_between(w.select("device_id", "start", "end"), busy))
+        blocked = w.group_by("device_id", "step").agg(blocked_ns=pl.col("busy").sum())
+        st = st.join(blocked, on=["device_id", "step"], how="left")
+    else:
+        st = st.with_columns(blocked_ns=pl.lit(0))
+    return (
+        st.with_columns(
+            blocked_ns=pl.col("blocked_ns").fill_null(0),
+        )
+        .with_columns(gpu_ns=pl.col("busy_ns") - pl.col("blocked_ns"))
+        .drop("tpid")
+    )

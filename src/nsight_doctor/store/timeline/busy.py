@@ -1,0 +1,99 @@
+"""Busy intervals (the union of each GPU's operations) and the idle gaps between them."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsight_doctor.store.timeline.load import GRAPH, KERNEL, MEMCPY
+
+
+def busy_intervals(ops: pl.DataFrame) -> pl.DataFrame:
+    """Maximal intervals in which at least one operation ran, per GPU, with the operation that
+    began each one (first_*) and the one that ended last in it (last_*)."""
+    o = ops.with_columns(prev_end=pl.col("end").cum_max().shift(1).over("device_id"))
+    o = o.with_columns(
+        island=(pl.col("prev_end").is_null() | (pl.col("start") > pl.col("prev_end"))).cum_sum().over("device_id")
+    )
+    return (
+        o.group_by("device_id", "island", maintain_order=True)
+        .agg(
+            start=pl.col("start").first(),
+            end=pl.col("end").max(),
+            ops=pl.len(),
+            first_idx=pl.col("idx").first(),
+            first_correlation_id=pl.col("corr").first(),
+            first_pid=pl.col("pid").first(),
+            first_kind=pl.col("kind").first(),
+            first_name_id=pl.col("name_id").first(),
+            first_direction=pl.col("direction").first(),
+            # the operation that ended last (the first of those that end then)
+            last_correlation_id=pl.col("corr").sort_by("end", descending=True).first(),
+            last_pid=pl.col("pid").sort_by("end", descending=True).first(),
+        )
+        .drop("island")
+        .with_columns(duration=pl.col("end") - pl.col("start"))
+    )
+
+
+def op_names(busy: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """first_name and first_kind as gpu_ops spells them."""
+    names = busy.join(strings, left_on="first_name_id", right_on="id", how="left")
+    return names.with_columns(
+        first_name=pl.when(pl.col("first_kind") == KERNEL)
+        .then(pl.col("value"))
+        .when(pl.col("first_kind") == GRAPH)
+        .then(pl.lit("graph ") + pl.col("first_name_id").cast(pl.String).fill_null("?"))
+        .when(pl.col("first_kind") == MEMCPY)
+        .then(pl.col("first_direction"))
+        .otherwise(pl.lit("memset")),
+        first_kind=pl.col("first_kind").replace_strict(
+            {0: "kernel", 1: "graph", 2: "memcpy", 3: "memset"}, return_dtype=pl.String
+        ),
+    ).drop("value")
+
+
+def gaps(busy: pl.DataFrame) -> pl.DataFrame:
+    """The idle gaps between consecutive busy intervals of each GPU: [start, end), with the
+    operation that ended each one (next_*) and the last one before it (prev_*)."""
+    b = busy.select(
+        "device_id",
+        "end",
+        "last_correlation_id",
+        "last_pid",
+        next_start=pl.col("start").shift(-1).over("device_id"),
+        next_idx=pl.col("first_idx").shift(-1).over("device_id"),
+        next_corr=pl.col("first_correlation_id").shift(-1).over("device_id"),
+        next_pid=pl.col("first_pid").shift(-1).over("device_id"),
+        next_kind=pl.col("first_kind").shift(-1).over("device_id"),
+        next_name=pl.col("first_name").shift(-1).over("device_id"),
+    ).filter(pl.col("next_start").is_not_null())
+    return b.select(
+        "device_id",
+        start=pl.col("end"),
+        end=pl.col("next_start"),
+        duration=pl.col("next_start") - pl.col("end"),
+        pid=pl.col("next_pid"),
+        next_idx="next_idx",
+        next_corr="next_corr",
+        next_op="next_name",
+        next_kind="next_kind",
+        prev_corr="last_correlation_id",
+        prev_pid="last_pid",
+    )
+
+
+def readback_bytes(gaps_: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """readback_bytes: the bytes of the device-to-host copy the GPU finished just before each
+    gap (its last operation), else null."""
+    rb = (
+        ops.filter((pl.col("kind") == MEMCPY) & pl.col("direction").is_in(["DtoH", "AtoH"]))
+        .group_by("device_id", "pid", "corr")
+        .agg(readback_bytes=pl.col("bytes").max())
+    )
+    return gaps_.join(
+        rb,
+        left_on=["device_id", "prev_pid", "prev_corr"],
+        right_on=["device_id", "pid", "corr"],
+        how="left",
+        nulls_equal=True,
+    )

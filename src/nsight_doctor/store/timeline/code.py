@@ -1,0 +1,210 @@
+"""Which code held the CPU while a GPU sat idle: the steady state's cpu time (gpu_gaps.cpu_ns,
+the launching thread running code outside CUDA) and its compiling time (gpu_gaps.setup_ns of
+gaps in which code was built: the CPU compiling it), named from the capture's samples and
+ranges. Each gap's time goes to its larger part of the two (idle_code.part).
+
+- python: Python samples (nsys --python-sampling) of the launching thread taken in those
+  stretches, by the innermost frame (function, file, line) and the innermost frame in the
+  program's own files (its caller, when the innermost one is in a library);
+- native: CPU IP samples (nsys --sample) of the thread there, by the innermost resolved frame
+  outside the Python interpreter, the C library and the profiler's own libraries;
+- nvtx: the program's innermost NVTX range open on the thread (or its process) at each gap's
+  middle, by name (digits as #), other than the step ranges and those that span half of the
+  steady state.
+A sample counts when it falls in a gap's cpu time: inside the gap, outside the thread's CUDA
+calls, in a stretch between two of them of SHORT_CPU_NS or more. A source with fewer than
+MIN_SAMPLES samples there on a GPU names nothing (a share of three samples is noise).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from nsight_doctor.store.timeline.load import SHORT_CPU_NS
+
+MIN_SAMPLES = 10
+LIBRARY_FILE = re.compile(r"site-packages|dist-packages|/lib/python[0-9.]+/|^<frozen|^<string>")
+RUNTIME_MODULE = r"(?i)(^|/)(lib)?python[0-9.]*|libc\.so|libc-|ld-linux|\[vdso\]|libpthread|libstdc\+\+"
+# The profiler's own code (its injection libraries, CUPTI), and frames it could not resolve.
+PROFILER_MODULE = r"(?i)ToolsInjection|libcupti|libnvtx|nsys|QuadD"
+UNRESOLVED = r"^(0x[0-9a-fA-F]+|\[.*\])$"
+
+
+def idle_code(
+    gaps: pl.DataFrame,
+    calls: pl.DataFrame,
+    py_samples: pl.DataFrame,
+    py_frames: pl.DataFrame,
+    cpu_samples: pl.DataFrame,
+    cpu_frames: pl.DataFrame,
+    nvtx: pl.DataFrame,
+    strings: pl.DataFrame,
+) -> pl.DataFrame:
+    """gaps: the steady state's gaps (device_id, start, end, cpu_ns, setup_ns, tpid, ttid).
+    Returns the idle_code table (tables.yaml)."""
+    cols = pl.Schema(
+        {
+            "device_id": pl.Int32(),
+            "part": pl.String(),
+            "source": pl.String(),
+            "name": pl.String(),
+            "location": pl.String(),
+            "caller": pl.String(),
+            "samples": pl.Int64(),
+            "ns": pl.Float64(),
+            "share_pct": pl.Float64(),
+        }
+    )
+    g = gaps.filter(((pl.col("cpu_ns") > 0) | (pl.col("setup_ns") > 0)) & pl.col("tpid").is_not_null())
+    if g.height == 0:
+        return pl.DataFrame(schema=cols)
+    g = g.with_columns(
+        part=pl.when(pl.col("cpu_ns") >= pl.col("setup_ns")).then(pl.lit("cpu")).otherwise(pl.lit("setup")),
+    ).with_columns(cpu_ns=pl.max_horizontal("cpu_ns", "setup_ns"))
+    total = g.group_by("device_id", "part").agg(cpu_total=pl.col("cpu_ns").sum())
+    parts = [
+        _python(g, calls, py_samples, py_frames, strings),
+        _native(g, calls, cpu_samples, cpu_frames, strings),
+        _nvtx(g, nvtx),
+    ]
+    out = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else None
+    if out is None:
+        return pl.DataFrame(schema=cols)
+    out = out.join(total, on=["device_id", "part"])
+    if "samples" in out.columns:
+        sampled = pl.col("samples").sum().over("device_id", "part", "source")
+        out = out.filter(pl.col("samples").is_null() | (sampled >= MIN_SAMPLES))
+    for c, t in (("ns", pl.Float64), ("samples", pl.Int64), ("caller", pl.String), ("location", pl.String)):
+        if c not in out.columns:
+            out = out.with_columns(pl.lit(None, t).alias(c))
+    # Sampled rows: their share of the GPU's sampled stretches, as a share of its cpu time.
+    out = out.with_columns(
+        share=pl.when(pl.col("samples").is_not_null())
+        .then(pl.col("samples") / pl.col("samples").sum().over("device_id", "part", "source"))
+        .otherwise(pl.col("ns") / pl.col("cpu_total"))
+    ).with_columns(
+        ns=pl.coalesce(pl.col("ns"), pl.col("share") * pl.col("cpu_total")), share_pct=100.0 * pl.col("share")
+    )
+    rank = pl.col("source").replace_strict({"python": 0, "native": 1, "nvtx": 2}, return_dtype=pl.Int32)
+    out = out.sort(
+        [pl.col("device_id"), pl.col("part"), rank, pl.col("ns"), pl.col("name")],
+        descending=[False, False, False, True, False],
+    )
+    return out.select(cols.names()).cast(cols)
+
+
+def _in_cpu_time(s: pl.DataFrame, g: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """The samples (time, pid, tid, ...) that fall in a gap's cpu time on the gap's thread,
+    with the gap's device_id."""
+    gg = g.select("device_id", "part", pid="tpid", tid="ttid", g0="start", g1="end").sort("g0")
+    s = s.sort("time").join_asof(
+        gg, left_on="time", right_on="g0", by=["pid", "tid"], strategy="backward", check_sortedness=False
+    )
+    s = s.filter(pl.col("g0").is_not_null() & (pl.col("time") < pl.col("g1")))
+    if s.height == 0:
+        return s
+    c = calls.select("pid", "tid", c0="start", c1="end", after="after").sort("c0")
+    s = s.sort("time").join_asof(
+        c, left_on="time", right_on="c0", by=["pid", "tid"], strategy="backward", check_sortedness=False
+    )
+    outside = pl.col("c0").is_null() | (pl.col("time") >= pl.col("c1"))
+    long = pl.col("after").is_null() | (pl.col("after") >= SHORT_CPU_NS)
+    return s.filter(outside & long)
+
+
+def _python(g, calls, samples, frames, strings) -> pl.DataFrame:
+    if samples.height == 0:
+        return pl.DataFrame()
+    s = _in_cpu_time(samples.select("sample_id", "time", "pid", "tid"), g, calls)
+    if s.height == 0:
+        return pl.DataFrame()
+    f = frames.join(s.select("sample_id", "device_id", "part"), on="sample_id", how="inner")
+    f = f.join(strings.rename({"id": "function_id", "value": "function"}), on="function_id", how="left")
+    f = f.join(strings.rename({"id": "file_id", "value": "file"}), on="file_id", how="left")
+    f = f.with_columns(own=~pl.col("file").fill_null("").str.contains(LIBRARY_FILE.pattern))
+    where = pl.col("file").fill_null("?").str.split("/").list.last() + ":" + pl.col("line").cast(pl.String)
+    f = f.with_columns(where=where)
+    leaf = f.filter(pl.col("depth") == 0).select(
+        "sample_id", "device_id", "part", name="function", location="where", leaf_own="own"
+    )
+    own = (
+        f.filter("own")
+        .sort(["sample_id", "depth"])
+        .unique("sample_id", keep="first")
+        .select("sample_id", caller=pl.col("function") + " (" + pl.col("where") + ")")
+    )
+    leaf = leaf.join(own, on="sample_id", how="left").with_columns(
+        caller=pl.when(pl.col("leaf_own")).then(None).otherwise(pl.col("caller"))
+    )
+    return (
+        leaf.group_by("device_id", "part", "name", "location", "caller")
+        .agg(samples=pl.len())
+        .with_columns(source=pl.lit("python"))
+    )
+
+
+def _native(g, calls, samples, frames, strings) -> pl.DataFrame:
+    if samples.height == 0 or frames.height == 0:
+        return pl.DataFrame()
+    s = _in_cpu_time(samples.select("sample_id", "time", "pid", "tid"), g, calls)
+    if s.height == 0:
+        return pl.DataFrame()
+    f = frames.join(s.select("sample_id", "device_id", "part"), on="sample_id", how="inner")
+    f = f.join(strings.rename({"id": "symbol_id", "value": "symbol"}), on="symbol_id", how="left")
+    f = f.join(strings.rename({"id": "module_id", "value": "module"}), on="module_id", how="left")
+    f = f.filter(
+        ~pl.col("module").fill_null("").str.contains(RUNTIME_MODULE)
+        & ~pl.col("module").fill_null("").str.contains(PROFILER_MODULE)
+        & ~pl.col("symbol").fill_null("").str.contains(UNRESOLVED)
+    )
+    top = f.sort(["sample_id", "depth"]).unique("sample_id", keep="first")
+    return (
+        top.group_by("device_id", "part", name="symbol", location=pl.col("module").str.split("/").list.last())
+        .agg(samples=pl.len())
+        .with_columns(source=pl.lit("native"), caller=pl.lit(None, pl.String))
+    )
+
+
+def _nvtx(g, nvtx) -> pl.DataFrame:
+    """nvtx: range_id, pid, tid, scope_tid, kind, depth, start, end, text (the program's ranges)."""
+    if nvtx.height == 0:
+        return pl.DataFrame()
+    mid = g.select(
+        "device_id",
+        "part",
+        "cpu_ns",
+        pid="tpid",
+        tid="ttid",
+        t=pl.col("start") + (pl.col("end") - pl.col("start")) // 2,
+    )
+    mid = mid.with_columns(gid=pl.int_range(pl.len()))
+    # A range that encloses most of the steady state (a whole run, one generate() call) names
+    # nothing: only ranges shorter than half of it count.
+    span = g.group_by("device_id").agg(span=pl.col("end").max() - pl.col("start").min())
+    mid = mid.join(span, on="device_id")
+    best = None
+    for (kind, depth), r in nvtx.group_by("kind", "depth"):
+        r = r.select("pid", "scope_tid", r0="start", r1="end", text="text").sort("r0")
+        left = mid.with_columns(scope_tid=pl.col("tid") if kind == "push_pop" else pl.lit(0, pl.Int64))
+        j = left.sort("t").join_asof(
+            r, left_on="t", right_on="r0", by=["pid", "scope_tid"], strategy="backward", check_sortedness=False
+        )
+        j = j.filter(
+            pl.col("r0").is_not_null()
+            & (pl.col("t") <= pl.col("r1"))
+            & (pl.col("r1") - pl.col("r0") < pl.col("span") / 2)
+        ).select("gid", "text", d=pl.lit(depth, pl.Int64))
+        best = j if best is None else pl.concat([best, j])
+    if best is None or best.height == 0:
+        return pl.DataFrame()
+    inner = best.sort(["gid", "d"], descending=[False, True]).unique("gid", keep="first")
+    j = mid.join(inner, on="gid", how="inner")
+    # Numbers that stand alone (layer_3, chunk 12) as #, not those inside a word (h2d).
+    name = pl.col("text").fill_null("").str.replace_all(r"(^|[^A-Za-z0-9])[0-9]+", "${1}#")
+    return (
+        j.group_by("device_id", "part", name=name)
+        .agg(ns=pl.col("cpu_ns").sum().cast(pl.Float64), location=pl.col("text").first())
+        .with_columns(source=pl.lit("nvtx"), samples=pl.lit(None, pl.Int64), caller=pl.lit(None, pl.String))
+    )

@@ -1,0 +1,90 @@
+"""Moving tables between the store and Polars, and the timeline tables' declared columns.
+
+Data leaves DuckDB through the Arrow C stream interface (no pyarrow needed) and comes back
+the same way: each table the timeline writes is declared in tables.yaml, with a type and a doc
+line per column, and is written with exactly those columns and types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from nsight_doctor import yamlio
+from nsight_doctor.db import quote
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+@lru_cache(maxsize=1)
+def tables() -> dict[str, Table]:
+    """The tables the timeline writes, in the order of tables.yaml."""
+    data = yamlio.load(resources.files("nsight_doctor.store.timeline").joinpath("tables.yaml").read_text())
+    return {
+        name: Table(
+            name,
+            " ".join(spec["doc"].split()),
+            tuple(Column(c, s["type"], " ".join(s["doc"].split())) for c, s in spec["columns"].items()),
+        )
+        for name, spec in data["tables"].items()
+    }
+
+
+@lru_cache(maxsize=1)
+def inputs() -> list[str]:
+    """The views and tables of the store that the timeline reads."""
+    data = yamlio.load(resources.files("nsight_doctor.store.timeline").joinpath("tables.yaml").read_text())
+    return list(data["inputs"])
+
+
+def read(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    """A query's result as a Polars frame (through the Arrow C stream interface)."""
+    return pl.DataFrame(con.sql(sql))
+
+
+class _Stream:
+    """A frame seen by DuckDB as an Arrow stream (DuckDB would otherwise ask pyarrow)."""
+
+    def __init__(self, df: pl.DataFrame):
+        self.df = df
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.df.__arrow_c_stream__(requested_schema)
+
+
+def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
+    """Creates table `name` from df with the columns and types tables.yaml declares (columns
+    df lacks are NULL)."""
+    table = tables()[name]
+    view = f"_timeline_{name}"
+    con.register(view, _Stream(df))
+    try:
+        cols = ", ".join(
+            (f"CAST({quote(c.name)} AS {c.type})" if c.name in df.columns else f"NULL::{c.type}")
+            + f" AS {quote(c.name)}"
+            for c in table.columns
+        )
+        con.execute(f"CREATE TABLE {quote(name)} AS SELECT {cols} FROM {view}")
+    finally:
+        con.unregister(view)

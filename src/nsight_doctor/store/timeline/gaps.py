@@ -1,0 +1,196 @@
+"""Each idle gap of a GPU, split by what held the next operation back.
+
+The thread that launched the operation that ended a gap tells where the gap's time went:
+- queued: the operation had been issued before the gap began (the GPU waited for another
+  stream, an event or another process, or paid its own cost between queued operations), and
+  the time between its launch call's return and its start when that is 20 us or more;
+- launch: the thread was inside launch calls, or between CUDA calls for under 100 us (a
+  framework's per-operation overhead), or the launch had just returned (under 20 us to start);
+- sync: inside a blocking call (synchronize, a synchronous copy) while the GPU sat idle
+  (sync_copy_ns: the part inside synchronous copies and memsets);
+- cpu: running code outside CUDA for 100 us or more at a stretch;
+- api: inside other CUDA calls: alloc_ns (allocation), copy_ns (non-blocking copy and memset
+  calls, such as staging pageable data), other_api_ns (queries, events...);
+- setup: loading code, building graphs, other one-time CUDA work; and, in a gap of 1 ms or more
+  in which code was loaded by any thread of the process (or before a kernel's first execution
+  whose launch call lasted 1 ms or more), the gap's cpu and launch time too: compiling and
+  loading a kernel.
+The parts of a gap add up to its duration.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsight_doctor.store.timeline import threads
+from nsight_doctor.store.timeline.load import KERNEL
+
+PARTS = ["launch", "queued", "sync", "cpu", "api", "setup"]
+LATENCY_NS = 20_000  # from a launch call's return to the operation's start
+COMPILE_GAP_NS = 1_000_000
+LONG_GAP_NS = 100_000  # gaps this long get the CPU's CUDA time by kind and top_api
+
+
+def launch_calls(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """The API call that issued each gap's next operation: tid, launch_start, launch_end,
+    launch_name_id (null when not traced)."""
+    c = (
+        calls.select("pid", "corr", "tid", launch_start="start", launch_end="end", launch_name_id="name_id")
+        .filter(pl.col("corr").is_not_null())
+        .unique(["pid", "corr"], keep="first", maintain_order=True)
+    )
+    return gaps.join(c, left_on=["pid", "next_corr"], right_on=["pid", "corr"], how="left")
+
+
+def main_threads(ops: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Each GPU's main launching thread (pid, tid): the one that issued most of its operations."""
+    c = calls.select("pid", "corr", "tid").filter(pl.col("corr").is_not_null()).unique(["pid", "corr"])
+    j = ops.select("device_id", "pid", "corr").join(c, on=["pid", "corr"], how="inner")
+    return (
+        j.group_by("device_id", "pid", "tid")
+        .agg(n=pl.len())
+        .sort(["device_id", "n", "pid", "tid"], descending=[False, True, False, False])
+        .unique("device_id", keep="first", maintain_order=True)
+        .select("device_id", main_pid="pid", main_tid="tid")
+    )
+
+
+def first_launches(gaps: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """first_launch: the gap's next operation is the first execution of its kernel (by name) on
+    its GPU."""
+    firsts = (
+        ops.filter(pl.col("kind") == KERNEL)
+        .group_by("device_id", "name_id")
+        .agg(pl.col("idx").min().alias("first_of_name"))
+    )
+    nxt = ops.select("device_id", next_idx="idx", next_name_id="name_id", next_kind_code="kind")
+    g = gaps.join(nxt, on=["device_id", "next_idx"], how="left")
+    g = g.join(firsts, left_on=["device_id", "next_name_id"], right_on=["device_id", "name_id"], how="left")
+    return g.with_columns(
+        first_launch=(pl.col("next_kind_code") == KERNEL) & (pl.col("first_of_name") == pl.col("next_idx"))
+    ).drop("next_name_id", "next_kind_code", "first_of_name")
+
+
+def returned_blocking(gaps: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
+    """blocking_name, blocking_end, blocking_reason: the last blocking call of the gap's process
+    (waiting for this GPU or an unknown one) that returned in the first half of the gap."""
+    g = gaps.with_columns(mid=pl.col("start") + pl.col("duration") // 2)
+    b = (
+        blocking.select("pid", "device_id", blocking_end="end", blocking_name="name", blocking_reason="reason")
+        .filter(pl.col("device_id").is_not_null())
+        # (a tie on the end goes to the greater name)
+        .sort(["blocking_end", "blocking_name"])
+    )
+    g = g.sort("mid").join_asof(
+        b, left_on="mid", right_on="blocking_end", by=["pid", "device_id"], strategy="backward", check_sortedness=False
+    )
+    synced = pl.col("blocking_end") >= pl.col("start")
+    return g.with_columns(
+        blocking_end=pl.when(synced).then(pl.col("blocking_end")),
+        blocking_name=pl.when(synced).then(pl.col("blocking_name")),
+        blocking_reason=pl.when(synced).then(pl.col("blocking_reason")),
+    ).drop("mid")
+
+
+def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """module_ns: the time any thread of each gap's process spent loading code (cuModuleLoad*,
+    cuLibraryLoad*, cuLink*: the module state) within gaps of COMPILE_GAP_NS or more (summed
+    over threads); 0 for shorter gaps. A compiler thread loads what the launching thread waits
+    for (XLA, Triton's compile threads)."""
+    mod = calls.filter(pl.col("state") == threads.STATE["module"]).select("pid", m0="start", m1="end")
+    long = gaps.filter(pl.col("duration") >= COMPILE_GAP_NS).select("pid_id", "pid", "start", "end")
+    if mod.height == 0 or long.height == 0:
+        return gaps.select("pid_id", module_ns=pl.lit(0, pl.Int64))
+    j = long.join(mod, on="pid", how="inner").filter((pl.col("m0") < pl.col("end")) & (pl.col("m1") > pl.col("start")))
+    ns = j.group_by("pid_id").agg(module_ns=(pl.min_horizontal("m1", "end") - pl.max_horizontal("m0", "start")).sum())
+    return gaps.select("pid_id").join(ns, on="pid_id", how="left").with_columns(pl.col("module_ns").fill_null(0))
+
+
+def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """The parts (PARTS, ns) of each piece of a gap.
+
+    pieces: pid_id, w0, w1 (the piece), start, end (its gap), thread (tpid, ttid: the launching
+    thread, else the GPU's main one, else null), launch_start, launch_end, first_launch.
+    Returns pid_id with one column per part, plus the thread's time in the piece by state
+    (load.STATES) and top_name_id (the CUDA call, not a launch or blocking one, with the most
+    time in the piece)."""
+    issued_before = pl.col("launch_end").is_not_null() & (pl.col("launch_end") <= pl.col("start"))
+    late_launch = pl.col("launch_end").is_not_null() & ~issued_before
+    p = pieces.with_columns(
+        # The thread's window: from the piece's start until the launch returned (or its end).
+        tw0=pl.col("w0"),
+        tw1=pl.when(issued_before)
+        .then(pl.col("w0"))
+        .when(late_launch)
+        .then(pl.min_horizontal("w1", "launch_end"))
+        .otherwise(pl.col("w1")),
+    )
+    after = (pl.col("w1") - pl.max_horizontal("w0", "tw1")).clip(lower_bound=0)
+    latency_short = (pl.col("end") - pl.max_horizontal("start", "launch_end")) < LATENCY_NS
+    p = p.with_columns(
+        after_launch=pl.when(late_launch & latency_short).then(after).otherwise(0),
+        queued=pl.when(issued_before)
+        .then(pl.col("w1") - pl.col("w0"))
+        .when(late_launch & ~latency_short)
+        .then(after)
+        .otherwise(0),
+    )
+    windows = p.filter(pl.col("tpid").is_not_null()).select(wid="pid_id", pid="tpid", tid="ttid", w0="tw0", w1="tw1")
+    raw = threads.integrate(windows, calls)
+    st = threads.by_state(raw)
+    top = (
+        raw.filter(pl.col("name_id").is_not_null())
+        .join(calls.select("name_id", "state").unique("name_id"), on="name_id", how="left", suffix="_call")
+        .filter(
+            ~pl.col("state_call").is_in(
+                [threads.STATE["launch"], threads.STATE["blocking"], threads.STATE["blocking_copy"]]
+            )
+        )
+        .sort(["wid", "ns", "name_id"], descending=[False, True, True])
+        .unique("wid", keep="first")
+        .select(pid_id="wid", top_name_id="name_id", top_ns="ns")
+    )
+    p = p.join(st.rename({"wid": "pid_id"}), on="pid_id", how="left").join(top, on="pid_id", how="left")
+    p = p.join(process_module_ns(pieces, calls), on="pid_id", how="left")
+    s = {name: pl.col(name).fill_null(0) for name in threads.STATES}
+    # No thread known (no API trace): the old rule of thumb, a short gap is launch overhead.
+    no_thread = pl.col("tpid").is_null()
+    untracked = pl.col("tw1") - pl.col("tw0")
+    short = (pl.col("end") - pl.col("start")) < threads.SHORT_CPU_NS
+    launch = (
+        s["launch"] + s["gap_short"] + pl.col("after_launch") + pl.when(no_thread & short).then(untracked).otherwise(0)
+    )
+    cpu = s["gap_long"] + pl.when(no_thread & ~short).then(untracked).otherwise(0)
+    setup = s["module"] + s["one_time"]
+    # Compiling and loading a kernel: the CPU's work in a long gap that loaded code, or before
+    # a first execution whose launch call itself took long (lazy loading, JIT in the call).
+    compiling = (pl.col("end") - pl.col("start") >= COMPILE_GAP_NS) & (
+        (pl.col("module_ns") > 0)
+        | (pl.col("first_launch") & (pl.col("launch_end") - pl.col("launch_start") >= COMPILE_GAP_NS)).fill_null(False)
+    )
+    return p.select(
+        "pid_id",
+        launch=pl.when(compiling).then(0).otherwise(launch),
+        queued=pl.col("queued"),
+        sync=s["blocking"] + s["blocking_copy"],
+        sync_copy_ns=s["blocking_copy"],
+        cpu=pl.when(compiling).then(0).otherwise(cpu),
+        api=s["alloc"] + s["copy"] + s["other"],
+        setup=setup + pl.when(compiling).then(launch + cpu).otherwise(0),
+        module_ns=pl.col("module_ns"),
+        one_time_ns=s["module"] + s["one_time"],
+        alloc_ns=s["alloc"],
+        copy_ns=s["copy"],
+        other_api_ns=s["other"],
+        top_name_id="top_name_id",
+    )
+
+
+def cause(parts_prefix: str = "") -> pl.Expr:
+    """The part with the most time (ties: the order of PARTS)."""
+    cols = [pl.col(parts_prefix + p) for p in PARTS]
+    best = pl.max_horizontal(*cols)
+    expr = pl.lit(None, pl.String)
+    for p, c in reversed(list(zip(PARTS, cols))):
+        expr = pl.when(c == best).then(pl.lit(p)).otherwise(expr)
+    return expr

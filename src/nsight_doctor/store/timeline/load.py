@@ -1,0 +1,138 @@
+"""The timeline's inputs, read once from the store as Polars frames.
+
+- ops: every operation on a GPU (kernels, CUDA graph executions, copies, memsets), sorted per
+  GPU by start and end, numbered per GPU (`idx`);
+- calls: the CUDA API calls of the threads that issue work, with what each call means for
+  the thread's state (launching, blocked, loading code, other CUDA work);
+- blocking: the blocking calls (the store's blocking_calls), per GPU they may wait for.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from nsight_doctor.store.timeline.frames import read
+
+KERNEL, GRAPH, MEMCPY, MEMSET = 0, 1, 2, 3
+KIND_NAMES = {KERNEL: "kernel", GRAPH: "graph", MEMCPY: "memcpy", MEMSET: "memset"}
+
+# What a CUDA call (or the time between two calls) says about its thread, from api_names_t's
+# categories and blocking_calls ("blocking": a synchronize call or a copy into pageable memory;
+# "blocking_copy": a synchronous copy or memset). The time between two calls is "gap_short" when it is under
+# SHORT_CPU_NS (the framework's own overhead between the calls that issue work), else
+# "gap_long" (the thread ran code outside CUDA).
+STATES = [
+    "launch",
+    "blocking",
+    "blocking_copy",
+    "module",
+    "one_time",
+    "alloc",
+    "copy",
+    "other",
+    "gap_short",
+    "gap_long",
+]
+STATE = {s: i for i, s in enumerate(STATES)}
+SHORT_CPU_NS = 100_000
+
+
+def load_ops(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    ops = read(
+        con,
+        f"""
+        SELECT device_id, start, "end", {KERNEL}::UTINYINT AS kind, correlation_id AS corr, pid,
+               short_name_id AS name_id, demangled_name_id AS dn_id,
+               hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS sig,
+               CASE WHEN short_name_id IS NOT NULL AND grid_x IS NOT NULL AND grid_y IS NOT NULL AND grid_z IS NOT NULL
+                    THEN hash(short_name_id, grid_x, grid_y, grid_z) END AS gsig,
+               graph_node_id IS NOT NULL OR graph_id IS NOT NULL AS in_graph, NULL::BIGINT AS bytes,
+               NULL::VARCHAR AS direction
+        FROM base_kernels
+        UNION ALL
+        SELECT device_id, start, "end", {GRAPH}::UTINYINT, correlation_id, pid, graph_id, NULL,
+               hash('graph', graph_id), NULL, true, NULL, NULL
+        FROM base_graph_launches
+        UNION ALL
+        SELECT device_id, start, "end", {MEMCPY}::UTINYINT, correlation_id, pid, NULL, NULL, NULL, NULL,
+               graph_node_id IS NOT NULL, bytes, direction
+        FROM base_memcpy
+        UNION ALL
+        SELECT device_id, start, "end", {MEMSET}::UTINYINT, correlation_id, pid, NULL, NULL, NULL, NULL,
+               graph_node_id IS NOT NULL, bytes, 'memset'
+        FROM base_memset
+        """,
+    )
+    classes = read(con, "SELECT short_name_id AS name_id, demangled_name_id AS dn_id, category FROM kernel_classes_t")
+    ops = ops.join(classes, on=["name_id", "dn_id"], how="left", nulls_equal=True)
+    ops = ops.with_columns(
+        category=pl.when(pl.col("kind") == KERNEL).then(pl.col("category")).otherwise(None).cast(pl.Categorical)
+    )
+    # (kind and correlation id break ties, so that the order, and every "first" below, is the
+    # same from run to run)
+    ops = ops.sort(["device_id", "start", "end", "kind", "corr"], nulls_last=True)
+    return ops.with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
+
+
+def load_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every CUDA call, with its thread state (STATES) and name id; nested calls are kept
+    (flatten() keeps the outermost)."""
+    calls = read(
+        con,
+        """
+        SELECT c.pid, c.tid, c.start, c."end", c.correlation_id AS corr, c.name_id,
+               n.category, coalesce(n.one_time, false) AS one_time, b.start IS NOT NULL AS blocking,
+               b.reason IN ('sync_copy', 'sync_memset') AS blocking_copy
+        FROM base_api_calls c
+        LEFT JOIN api_names_t n ON n.name_id = c.name_id
+        LEFT JOIN (SELECT pid, tid, start, min(reason) AS reason FROM blocking_calls GROUP BY ALL) b
+               ON b.pid = c.pid AND b.tid = c.tid AND b.start = c.start
+        """,
+    )
+    state = (
+        pl.when(pl.col("blocking_copy").fill_null(False))
+        .then(STATE["blocking_copy"])
+        .when(pl.col("blocking"))
+        .then(STATE["blocking"])
+        .when(pl.col("category").is_in(["launch", "graph_launch"]))
+        .then(STATE["launch"])
+        .when(pl.col("category") == "module")
+        .then(STATE["module"])
+        .when(pl.col("one_time"))
+        .then(STATE["one_time"])
+        .when(pl.col("category") == "alloc")
+        .then(STATE["alloc"])
+        .when(pl.col("category").is_in(["memcpy", "memset"]))
+        .then(STATE["copy"])
+        .otherwise(STATE["other"])
+    )
+    return calls.select("pid", "tid", "start", "end", "corr", "name_id", state.cast(pl.UInt8).alias("state"))
+
+
+def flatten(calls: pl.DataFrame) -> pl.DataFrame:
+    """The outermost calls of each thread (a call that begins inside another call of its thread
+    is part of it), sorted by thread and start, with a global row number `ci` and the time
+    since the thread's previous call ended (`before`) and until its next one (`after`); null
+    at the thread's first and last call."""
+    c = calls.sort(["pid", "tid", "start", "end"], descending=[False, False, False, True])
+    key = ["pid", "tid"]
+    c = c.with_columns(prev_max=pl.col("end").cum_max().shift(1).over(key))
+    c = c.filter(pl.col("prev_max").is_null() | (pl.col("start") >= pl.col("prev_max"))).drop("prev_max")
+    c = c.with_columns(
+        before=(pl.col("start") - pl.col("end").shift(1)).over(key),
+        after=(pl.col("start").shift(-1) - pl.col("end")).over(key),
+    )
+    return c.with_columns(ci=pl.int_range(pl.len(), dtype=pl.Int64))
+
+
+def load_blocking(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Blocking calls, once per GPU each may have waited for: its own, or every GPU of its
+    process when the trace does not say."""
+    return read(
+        con,
+        """
+        SELECT c.pid, c.tid, coalesce(c.device_id, d.device_id) AS device_id, c.start, c."end", c.name, c.reason
+        FROM blocking_calls c LEFT JOIN process_gpus d ON c.device_id IS NULL AND d.pid = c.pid
+        """,
+    )

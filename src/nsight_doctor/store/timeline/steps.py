@@ -1,0 +1,483 @@
+"""The steps (forward passes) of each GPU's timeline, chosen from scored candidates.
+
+A step is one iteration of the loop that drives the GPU: in LLM serving, one forward pass of
+the model. Candidates, per GPU:
+- nvtx: a repeated NVTX range of the program (a serving engine's step range, a range whose
+  name says step, decode, prefill, forward, iteration or batch, else the outermost repeated
+  range with GPU work; digits in names are ignored). Ranges named for a layer or a block of
+  one (layer_3_forward, attention, mlp) are parts of a step, not steps; a library's own
+  ranges never count; ranges whose GPU work overlaps (work enqueued ahead on several streams)
+  cannot partition the timeline. The chosen ranges must hold half of the GPU's kernel time
+  (a fifth for an engine's own ranges).
+- levels of the work itself: signatures that recur (a kernel by name and launch
+  configuration, a CUDA graph, or any graph launch) at a regular stride, grouped by how often
+  they recur (within 3%). Each level is ranked by its evidence of being one forward pass:
+  3, it holds the step's own kernels (the token embedding lookup, or sampling: argmax,
+  multinomial, top-p); 2, it is the replay of CUDA graphs; 1, every period holds a round trip
+  to the host (a blocking call or a copy to the host), or a sort/top-k kernel; 0, none. The
+  highest rank wins, and within a rank the finest level (most occurrences): a layer recurs
+  more often than a step but holds none of the step's own kernels, a request less often.
+Ranks of one job (GPUs running the same kernels over the same time) use one signature, the
+one chosen on the GPU with the strongest evidence, when it recurs on all of them.
+
+A step begins at the same place in each period between two occurrences of the anchor: where
+the GPU waited longest for the host in total, after the host read a result where it does so
+in every period (boundaries). The host's work between steps is charged to the step it ends.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsight_doctor.store.timeline.load import GRAPH, KERNEL
+
+MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
+MIN_SPAN = 0.5  # share of the GPU's operations between the first and the last occurrence
+LEVEL_TOL = 0.03
+ENGINE = re.compile(r"^execute_context_#\(#\)_generation_#\(#\)$|^\[Executor\] _forward_step|^scheduler\.run_batch$")
+STEP_WORDS = re.compile(r"(^|[^a-z])(step|decode|prefill|forward|iter|iteration|batch)([^a-z]|$)")
+PART_WORDS = re.compile(
+    r"(^|[^a-z])(layer|layers|block|attn|attention|mlp|ffn|moe|expert|experts|head|heads)([^a-z]|$)"
+)
+STRONG_SAMPLING = re.compile(r"argmax|multinomial|sampl|top_?p|renorm|min_?p|penalt")
+
+
+@dataclass
+class Choice:
+    device_id: int
+    source: str  # nvtx, graph or kernel
+    marker: str  # the NVTX pattern, or the anchor's label
+    key: object  # the anchor signature (kernel or graph), or the NVTX pattern
+    rank: int
+    evidence: str
+    confidence: str
+    reg: float
+    n: int
+
+
+def nvtx_candidates(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
+    """nv: device_id, range_id, depth, text, gpu_start, gpu_end, gpu_time, kind, pid, scope_tid,
+    start, end (the program's ranges with GPU work). One row per usable pattern and GPU."""
+    if nv.height == 0:
+        return nv.clear().with_columns(pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0))
+    nv = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    low = pl.col("pattern").str.to_lowercase()
+    pats = nv.group_by("device_id", "pattern").agg(
+        n=pl.len(),
+        depth=pl.col("depth").min(),
+        gpu_time=pl.col("gpu_time").sum(),
+        # overlapping GPU work: a range's work begins before the previous one's ended
+        overlaps=(pl.col("gpu_start").sort_by("gpu_start").shift(-1) < pl.col("gpu_end").sort_by("gpu_start")).sum(),
+    )
+    pats = pats.with_columns(
+        priority=pl.when(pl.col("pattern").str.contains(ENGINE.pattern))
+        .then(0)
+        .when(low.str.contains(PART_WORDS.pattern))
+        .then(9)
+        .when(low.str.contains(STEP_WORDS.pattern))
+        .then(1)
+        .otherwise(2)
+    )
+    pats = pats.join(kernel_ns, on="device_id", how="left")
+    ok = (
+        (pl.col("n") >= 3)
+        & (pl.col("priority") < 9)
+        & (pl.col("overlaps") <= 0.1 * (pl.col("n") - 1))
+        & (pl.col("gpu_time") >= pl.when(pl.col("priority") == 0).then(0.2).otherwise(0.5) * pl.col("kernel_ns"))
+    )
+    return pats.filter(ok).sort(["device_id", "priority", "depth", "gpu_time"], descending=[False, False, False, True])
+
+
+def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
+    """Per GPU, the count of the most frequent NVTX pattern named for a part of a step (a
+    layer, a block, attention) whose ranges hold half of the GPU's kernel time."""
+    if nv.height == 0:
+        return {}
+    p = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    p = p.filter(pl.col("pattern").str.to_lowercase().str.contains(PART_WORDS.pattern))
+    p = (
+        p.group_by("device_id", "pattern")
+        .agg(n=pl.len(), gpu_time=pl.col("gpu_time").sum())
+        .join(kernel_ns, on="device_id")
+    )
+    p = p.filter((pl.col("n") >= 2) & (pl.col("gpu_time") >= 0.5 * pl.col("kernel_ns")))
+    return {d: n for d, n in p.group_by("device_id").agg(pl.col("n").max()).iter_rows()}
+
+
+def sequence(ops: pl.DataFrame) -> pl.DataFrame:
+    """The operations steps are counted in: kernels and CUDA graph executions, numbered per GPU
+    (seq), each with the idle time before it (pre_gap) and its signatures: sig (kernel name and
+    launch configuration, or the graph) and graph_start (the first operation of a graph
+    launch: a graph execution, or the first node kernel of one cudaGraphLaunch)."""
+    s = ops.filter(pl.col("kind").is_in([KERNEL, GRAPH]))
+    s = s.with_columns(
+        pre_gap=(pl.col("start") - pl.col("end").cum_max().shift(1).over("device_id")).clip(lower_bound=0).fill_null(0),
+        graph_start=(pl.col("kind") == GRAPH)
+        | (pl.col("in_graph") & pl.col("corr").is_first_distinct().over("device_id", "pid", "corr")),
+    )
+    return s.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
+
+
+def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per GPU and signature (kernel signatures, and "graph launch"): occurrences, regularity
+    of the period and span; and the occurrences themselves."""
+    total = seq.group_by("device_id").agg(total=pl.len())
+    kern = seq.select(
+        "device_id", "seq", "start", "end", "category", "name_id", "dn_id", key=pl.col("sig").cast(pl.String)
+    )
+    graphs = seq.filter("graph_start").select(
+        "device_id",
+        "seq",
+        "start",
+        "end",
+        category=pl.lit("graph", pl.Categorical),
+        name_id=pl.lit(None, pl.Int64),
+        dn_id=pl.lit(None, pl.Int64),
+        key=pl.lit("graph launch"),
+    )
+    occ = pl.concat([kern, graphs], how="vertical_relaxed")
+    occ = occ.with_columns(n=pl.len().over("device_id", "key")).filter(pl.col("n") >= 3)
+    occ = occ.sort(["device_id", "key", "seq"]).with_columns(stride=pl.col("seq").diff().over("device_id", "key"))
+    st = occ.group_by("device_id", "key").agg(
+        n=pl.len(),
+        first=pl.col("seq").min(),
+        last=pl.col("seq").max(),
+        med=pl.col("stride").median(),
+        category=pl.col("category").first(),
+        name_id=pl.col("name_id").first(),
+        dn_id=pl.col("dn_id").first(),
+        gpu_ns=(pl.col("end") - pl.col("start")).sum(),
+        reg_hits=((pl.col("stride") - pl.col("stride").median()).abs() <= 0.25 * pl.col("stride").median()).sum(),
+    )
+    st = st.join(total, on="device_id").with_columns(
+        reg=pl.col("reg_hits") / (pl.col("n") - 1),
+        span=(pl.col("last") - pl.col("first")) / pl.col("total"),
+    )
+    return st.filter((pl.col("reg") >= MIN_REG) & (pl.col("span") >= MIN_SPAN)), occ
+
+
+def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
+    """host: the share of each signature's periods that hold a round trip to the host.
+    trips: device_id, t (when a blocking call returned, or a copy to the host ended)."""
+    o = occ.join(st.select("device_id", "key"), on=["device_id", "key"], how="semi").select("device_id", "key", "start")
+    if trips.height == 0:
+        return st.with_columns(host=pl.lit(0.0))
+    cum = trips.sort("t").with_columns(k=pl.int_range(1, pl.len() + 1).over("device_id"))
+    o = o.sort("start").join_asof(
+        cum, left_on="start", right_on="t", by="device_id", strategy="backward", check_sortedness=False
+    )
+    o = o.with_columns(k=pl.col("k").fill_null(0)).sort(["device_id", "key", "start"])
+    o = o.with_columns(hit=(pl.col("k").diff().over("device_id", "key") > 0))
+    h = o.group_by("device_id", "key").agg(host=pl.col("hit").sum() / (pl.len() - 1))
+    return st.join(h, on=["device_id", "key"], how="left").with_columns(pl.col("host").fill_null(0.0))
+
+
+def marks(st: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
+    """mark: what a signature says of a step: embedding, sampling (argmax, multinomial,
+    top-p...), graph, sort (a sort or top-k kernel), or null."""
+    st = st.join(names.rename({"id": "name_id", "value": "name"}), on="name_id", how="left")
+    st = st.join(names.rename({"id": "dn_id", "value": "dn"}), on="dn_id", how="left")
+    low = pl.col("name").fill_null("").str.to_lowercase()
+    cat = pl.col("category").cast(pl.String)
+    strong = (cat == "sampling") & (
+        low.str.contains(STRONG_SAMPLING.pattern) | pl.col("dn").fill_null("").str.contains("ArgMaxOps")
+    )
+    return st.with_columns(
+        mark=pl.when(cat == "embedding")
+        .then(pl.lit("embedding"))
+        .when(strong)
+        .then(pl.lit("sampling"))
+        .when(cat == "graph")
+        .then(pl.lit("graph"))
+        .when(cat == "sampling")
+        .then(pl.lit("sort"))
+        .otherwise(pl.lit(None, pl.String))
+    )
+
+
+def levels(st: pl.DataFrame) -> pl.DataFrame:
+    """Signatures grouped into levels of about the same count (within LEVEL_TOL), with each
+    level's rank (module docstring) and its anchor: the signature that marks it best (a step's
+    own kernel, the graph launch, then the most regular, then the most GPU time)."""
+    st = st.sort(["device_id", "n"]).with_columns(
+        level=(pl.col("n") > pl.col("n").shift(1) * (1 + LEVEL_TOL)).fill_null(True).cum_sum().over("device_id")
+    )
+    mark_order = pl.col("mark").replace_strict(
+        {"sampling": 0, "embedding": 1, "graph": 2, "sort": 3}, default=4, return_dtype=pl.Int64
+    )
+    lv = st.group_by("device_id", "level").agg(
+        members=pl.len(),
+        n_max=pl.col("n").max(),
+        strong=pl.col("mark").is_in(["embedding", "sampling"]).any(),
+        graph=(pl.col("mark") == "graph").any(),
+        weak=(pl.col("mark") == "sort").any() | (pl.col("host") >= 0.9).any(),
+        anchor=pl.col("key").sort_by([mark_order, -pl.col("reg"), -pl.col("gpu_ns"), pl.col("key")]).first(),
+        marks=pl.col("mark").drop_nulls().unique().sort(),
+        host=pl.col("host").max(),
+        gemm=(pl.col("category").cast(pl.String) == "gemm").any(),
+    )
+    lv = lv.with_columns(rank=pl.when("strong").then(3).when("graph").then(2).when("weak").then(1).otherwise(0))
+    anchors = st.select(
+        "device_id",
+        "level",
+        anchor="key",
+        n="n",
+        reg="reg",
+        a_mark="mark",
+        a_category="category",
+        a_name="name",
+        a_host="host",
+    )
+    return lv.join(anchors, on=["device_id", "level", "anchor"], how="left")
+
+
+def choose_level(lv: pl.DataFrame, part_counts: dict[int, int]) -> pl.DataFrame:
+    """Per GPU, the level that wins (the module docstring): rank 3, else rank 2, the finest of
+    them; else the finest level regular in 90% of its periods (or with a round trip to the
+    host in each, or three signatures recurring together) that is not a sub-period of a
+    coarser one, where a level whose count is a
+    multiple (2 or more) of a coarser level's that holds a GEMM (a forward pass's own work,
+    such as the vocabulary projection) is one of its parts, a layer. part_counts: per GPU, how
+    often the program's NVTX ranges of one layer or block recur: a step holds two or more."""
+    rows = []
+    for (device,), g in lv.group_by("device_id", maintain_order=True):
+        cap = part_counts.get(device)
+        cands = [
+            r
+            for r in g.iter_rows(named=True)
+            if (r["rank"] > 0 or r["reg"] >= 0.9 or r["members"] >= 3)
+            and (r["n"] >= 4 or r["rank"] >= 1)
+            and (cap is None or r["n"] <= cap / 2)
+        ]
+        best = None
+        for rank in (3, 2):
+            top = [r for r in cands if r["rank"] == rank]
+            if top:
+                best = max(top, key=lambda r: (r["n"], r["reg"]))
+                break
+        if best is None:
+            rest = [r for r in cands if r["rank"] <= 1]
+            kept = [r for r in rest if not any(_part_of(r, c) for c in rest)]
+            if kept:
+                best = max(kept, key=lambda r: (r["n"], r["reg"]))
+        if best is not None:
+            rows.append(best)
+    return pl.DataFrame(rows, schema=lv.schema) if rows else lv.clear()
+
+
+def _part_of(fine: dict, coarse: dict) -> bool:
+    """Whether `fine` recurs a whole number of times (2 or more) per period of `coarse`, a
+    level that holds a GEMM."""
+    if not coarse["gemm"] or coarse["n"] >= fine["n"]:
+        return False
+    ratio = fine["n"] / coarse["n"]
+    return ratio >= 1.9 and abs(ratio - round(ratio)) <= 0.05 * ratio
+
+
+def confidence(rank: int, reg: float, members: int, source: str) -> str:
+    if source == "nvtx":
+        return "high"
+    if rank == 3:
+        return "high" if reg >= 0.9 and members >= 2 else "medium"
+    if rank == 2:
+        return "high" if reg >= 0.9 else "medium"
+    if rank == 1:
+        return "medium" if reg >= 0.9 else "low"
+    return "low"
+
+
+def evidence_text(rank: int, marks_: list[str], host: float, members: int) -> str:
+    bits = []
+    named = {
+        "embedding": "the token embedding lookup",
+        "sampling": "sampling",
+        "graph": "a CUDA graph replay",
+        "sort": "a sort or top-k",
+    }
+    for m in ("embedding", "sampling", "graph", "sort"):
+        if m in marks_:
+            bits.append(named[m])
+    if host >= 0.9:
+        bits.append("a round trip to the host")
+    text = "once per period: " + ", ".join(bits) if bits else "a regular period with no step marker"
+    if members > 1:
+        text += f"; {members} signatures recur with it"
+    return text
+
+
+def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
+    """The steps of anchor-chosen GPUs: one per occurrence of the anchor, tiling the run of
+    them. A step begins at the same place in every period between two anchors: the operation,
+    counted on from the previous anchor or back from the next one, before which the GPU waited
+    longest in total over all periods. Where nine periods in ten hold a round trip to the host
+    (a blocking call returned, a copy to the host ended), only the first operations after
+    one are candidates: the host read a result, then issued the next step. The first step
+    begins at that place counted back from the first anchor, or, when it is counted on from an
+    anchor, after the GPU's longest wait within two median periods before the first one; the
+    last ends where a next one would begin a median period on, or with the GPU's last
+    operation before that."""
+    a = occ.join(choice.select("device_id", key="anchor"), on=["device_id", "key"], how="semi")
+    a = a.select("device_id", a_seq="seq").sort(["device_id", "a_seq"])
+    a = a.with_columns(
+        k=pl.int_range(1, pl.len() + 1).over("device_id"), nxt=pl.col("a_seq").shift(-1).over("device_id")
+    )
+    per = a.group_by("device_id").agg(
+        med=pl.col("a_seq").diff().median().fill_null(1).cast(pl.Int64),
+        n=pl.len(),
+        first=pl.col("a_seq").min(),
+        last=pl.col("a_seq").max(),
+    )
+    s = seq.join(per.select("device_id"), on="device_id", how="semi").select(
+        "device_id", "seq", "start", "end", "pre_gap"
+    )
+    after = (
+        trips.sort("t")
+        .join_asof(
+            s.select("device_id", "seq", s_start="start").sort("s_start"),
+            left_on="t",
+            right_on="s_start",
+            by="device_id",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("seq").is_not_null())
+        .select("device_id", "seq")
+        .unique()
+        .with_columns(after_trip=pl.lit(True))
+    )
+    # Each operation of a whole period (a_k, a_k+1]: its offsets from both ends.
+    pd = (
+        s.with_columns(prev=pl.col("seq") - 1)
+        .sort("prev")
+        .join_asof(
+            a.sort("a_seq"),
+            left_on="prev",
+            right_on="a_seq",
+            by="device_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("nxt").is_not_null())
+        .join(after, on=["device_id", "seq"], how="left")
+        .with_columns(
+            fwd=pl.col("seq") - pl.col("a_seq"),
+            back=pl.col("nxt") - pl.col("seq"),
+            after_trip=pl.col("after_trip").fill_null(False),
+        )
+    )
+    tripped = (
+        pd.group_by("device_id", "k")
+        .agg(hit=pl.col("after_trip").any())
+        .group_by("device_id")
+        .agg(share=pl.col("hit").mean())
+    )
+    pd = pd.join(tripped, on="device_id").filter((pl.col("share") < 0.9) | pl.col("after_trip"))
+    score = pl.concat(
+        [
+            pd.group_by("device_id", "fwd")
+            .agg(idle=pl.col("pre_gap").sum())
+            .select("device_id", "idle", back=pl.lit(False), off="fwd"),
+            pd.group_by("device_id", "back")
+            .agg(idle=pl.col("pre_gap").sum())
+            .select("device_id", "idle", back=pl.lit(True), off="back"),
+        ]
+    )
+    # (ties: counted back from the anchor, nearest first)
+    best = score.sort(["device_id", "idle", "back", "off"], descending=[False, True, True, False]).unique(
+        "device_id", keep="first"
+    )
+    # One anchor: the step begins with it.
+    per = per.join(best.select("device_id", "back", "off"), on="device_id", how="left").with_columns(
+        back=pl.col("back").fill_null(True), off=pl.col("off").fill_null(0)
+    )
+    # Boundary b_k (k = 0..n) between anchors k and k + 1, a median period before the first
+    # and after the last: step k runs from b_k-1 to b_k.
+    ends = pl.concat(
+        [
+            a.select("device_id", "k", "a_seq", "nxt"),
+            per.select("device_id", k=pl.lit(0, pl.Int64), a_seq=pl.col("first") - pl.col("med"), nxt="first"),
+        ],
+        how="vertical_relaxed",
+    ).join(per, on="device_id")
+    ends = ends.with_columns(nxt=pl.coalesce("nxt", pl.col("a_seq") + pl.col("med")))
+    ends = ends.with_columns(
+        b=pl.when(pl.col("back"))
+        .then(pl.max_horizontal(pl.col("nxt") - pl.col("off"), pl.col("a_seq") + 1))
+        .otherwise(pl.min_horizontal(pl.col("a_seq") + pl.col("off"), pl.col("nxt")))
+        .clip(lower_bound=0)
+    )
+    # Counted on from an anchor, the first step has none before it: it begins after the GPU's
+    # longest wait within two median periods before its anchor.
+    b0 = (
+        s.join(per.filter(~pl.col("back")).select("device_id", "first", "med"), on="device_id")
+        .filter((pl.col("seq") >= pl.col("first") - 2 * pl.col("med")) & (pl.col("seq") <= pl.col("first")))
+        .sort(["device_id", "pre_gap", "seq"], descending=[False, True, True])
+        .unique("device_id", keep="first")
+        .select("device_id", k=pl.lit(0, pl.Int64), b0="seq")
+    )
+    ends = ends.join(b0, on=["device_id", "k"], how="left").with_columns(b=pl.coalesce("b0", "b"))
+    ops = s.select("device_id", b="seq", b_start="start")
+    ends = ends.join(ops, on=["device_id", "b"], how="left")
+    # Past the GPU's last operation: the end of its work.
+    tail = s.join(ends.filter(pl.col("k") == pl.col("n") - 1).select("device_id", lo="b"), on="device_id")
+    tail = tail.filter(pl.col("seq") >= pl.col("lo")).group_by("device_id").agg(tail_end=pl.col("end").max())
+    ends = ends.join(tail, on="device_id", how="left").with_columns(t=pl.coalesce("b_start", "tail_end"))
+    starts = ends.filter(pl.col("k") < pl.col("n")).select("device_id", k=pl.col("k") + 1, start="t")
+    stops = ends.filter(pl.col("k") >= 1).select("device_id", "k", end="t")
+    steps = starts.join(stops, on=["device_id", "k"])
+    return steps.sort(["device_id", "k"]).select("device_id", step="k", start="start", end="end")
+
+
+def nvtx_steps(nv: pl.DataFrame, pick: pl.DataFrame) -> pl.DataFrame:
+    """The steps of NVTX-chosen GPUs: each range's GPU work, extended to the next one's start."""
+    r = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    r = r.join(pick.select("device_id", "pattern"), on=["device_id", "pattern"], how="semi")
+    r = r.sort(["device_id", "gpu_start", "gpu_end"]).with_columns(
+        step=pl.int_range(1, pl.len() + 1).over("device_id"),
+        next_s=pl.col("gpu_start").shift(-1).over("device_id"),
+    )
+    return r.select(
+        "device_id",
+        "step",
+        start="gpu_start",
+        end=pl.when(pl.col("next_s").is_not_null())
+        .then(pl.max_horizontal("next_s", "gpu_end"))
+        .otherwise(pl.col("gpu_end")),
+        text="text",
+    )
+
+
+def kind_hint(text: pl.Expr) -> pl.Expr:
+    """prefill, decode or mixed when a step's NVTX range says so."""
+    t = text.fill_null("")
+    low = t.str.to_lowercase()
+    vllm = t.str.extract(r"^execute_context_([0-9]+)\([0-9]+\)_generation_([0-9]+)\([0-9]+\)$", 1)
+    vllm_gen = t.str.extract(r"^execute_context_[0-9]+\([0-9]+\)_generation_([0-9]+)\([0-9]+\)$", 1)
+    ctx = t.str.extract(r"_forward_step.*: ([0-9]+) ctx reqs.* [0-9]+ gen reqs", 1)
+    gen = t.str.extract(r"_forward_step.*: [0-9]+ ctx reqs.* ([0-9]+) gen reqs", 1)
+    return (
+        pl.when(vllm.is_not_null())
+        .then(
+            pl.when(vllm.cast(pl.Int64) == 0)
+            .then(pl.lit("decode"))
+            .when(vllm_gen.cast(pl.Int64) == 0)
+            .then(pl.lit("prefill"))
+            .otherwise(pl.lit("mixed"))
+        )
+        .when(ctx.is_not_null())
+        .then(
+            pl.when(ctx.cast(pl.Int64) == 0)
+            .then(pl.lit("decode"))
+            .when(gen.cast(pl.Int64) == 0)
+            .then(pl.lit("prefill"))
+            .otherwise(pl.lit("mixed"))
+        )
+        .when(low.str.contains("prefill|extend|context"))
+        .then(pl.lit("prefill"))
+        .when(low.str.contains("decode|generation"))
+        .then(pl.lit("decode"))
+        .otherwise(pl.lit(None, pl.String))
+    )
