@@ -19,7 +19,8 @@ Tables are the base tables of the contract (ingest/base_tables.yaml) without the
 prefix, with their neutral values (``direction: DtoH``, ``src_kind: pinned``, ``kind:
 push_pop``). Conveniences, so that cases read like the views: ``name`` (and
 ``demangled_name``) becomes a string id; missing columns take defaults (process 1000,
-thread 1000, device 0, stream 7, a 1x1x1 grid, a unique correlation id). The ``ncu`` table
+thread 1000, device 0, stream 7, a 1x1x1 grid, a unique correlation id); Python and CPU sample
+frames take ``function``/``file`` and ``symbol``/``module`` as text. The ``ncu`` table
 takes one profiled kernel per row, with its metrics by their neutral names.
 """
 
@@ -47,6 +48,8 @@ STRING_COLUMNS = {
     "base_api_calls": {"name": "name_id"},
     "base_threads": {"name": "name_id"},
     "base_profiler_overhead": {"name": "name_id"},
+    "base_python_frames": {"function": "function_id", "file": "file_id"},
+    "base_cpu_frames": {"symbol": "symbol_id", "module": "module_id"},
 }
 DEFAULTS = {
     "device_id": 0,
