@@ -128,10 +128,17 @@ def write_rule_pages(rules: list[Rule], out_dir: str | Path, check: bool = False
 
 
 def view_docs() -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """(view, description, [(column, doc)]) parsed from the view files' header comments."""
-    from nsight_doctor.store import documented_views, view_sql
+    """(view, description, [(column, doc)]) parsed from the view files' header comments, and
+    declared in timeline/tables.yaml for the timeline's tables."""
+    from nsight_doctor.store import documented_views, timeline, view_sql
 
-    return [(name, *header_docs(name, view_sql(name))) for name in documented_views()]
+    tables = timeline.tables()
+    return [
+        (name, tables[name].doc, [(c.name, c.doc) for c in tables[name].columns])
+        if name in tables
+        else (name, *header_docs(name, view_sql(name)))
+        for name in documented_views()
+    ]
 
 
 def header_docs(name: str, sql: str) -> tuple[str, list[tuple[str, str]]]:
@@ -161,7 +168,7 @@ def header_docs(name: str, sql: str) -> tuple[str, list[tuple[str, str]]]:
 
 def schema_page() -> str:
     out = [
-        GENERATED.format(source="src/nsight_doctor/store/views/*.sql"),
+        GENERATED.format(source="src/nsight_doctor/store/views/*.sql and src/nsight_doctor/store/timeline/tables.yaml"),
         "",
         "# The store: documented views",
         "",
@@ -228,9 +235,15 @@ without a new version. Its JSON Schema ships with the package
 every sample's output against it. All times are integers in nanoseconds unless the name says
 otherwise; `_pct` values are percentages (0-100).
 
+Version 2 splits each idle gap into parts (the state of the thread that launches the GPU's work:
+launch, queued, sync, cpu, api, setup) instead of giving the whole gap one cause: in
+`idle.by_cause` and `steady_gpus.idle`, `total_ns` is a part's total and `count` the gaps with
+time in that part, so the counts may add up to more than the gaps. It adds `steps`,
+`steady_gpus.step_source`, `step_parts` and `idle_code`.
+
 ```json
 {
-  "schema_version": 1,
+  "schema_version": 2,
   "tool": {"name": "nsight-doctor", "version": "0.1.0"},
   "command": "nsight-doctor analyze run.sqlite --format json",
   "inputs": [{"path": "run.sqlite", "kind": "nsys-sqlite", "producer": "Nsight Systems",
@@ -336,7 +349,7 @@ named "per profile" have one entry per profile, in the order of `profiles[]`.
 
 ```json
 {
-  "schema_version": 1, "report_schema_version": 1, "kind": "comparison",
+  "schema_version": 1, "report_schema_version": 2, "kind": "comparison",
   "tool": {"name": "nsight-doctor", "version": "0.1.0"},
   "command": "nsight-doctor compare eager.sqlite graphs.sqlite --format json",
   "profiles": [{"label": "eager", "path": "eager.sqlite", "inputs": [], "summary": {}, "findings": [],
@@ -456,13 +469,42 @@ pass for a per-token problem. Start-up findings are listed after the steady-stat
 
 ## Steps and phases
 
-Steps come from the engine's own NVTX step ranges where the capture has them (vLLM
-`execute_context_N(M)_generation_N(M)`, TensorRT-LLM `[Executor] _forward_step`, SGLang
-`scheduler.run_batch`), else from user ranges whose names say step, decode, prefill, forward,
-iteration or batch, else from the shape of the work: the operation that recurs once per
-forward pass (the vocabulary projection, or the step's CUDA graph). The `steps` and `phases`
-views ([schema.md](schema.md)) give the exact definitions; `summary.phases` and
-`summary.steady_state` in the JSON output ([json.md](json.md)) carry them.
+A step is one iteration of the loop that drives the GPU: in serving, one forward pass.
+Candidates are scored per GPU, and the choice is shown with its evidence and a confidence
+(`summary.steady_gpus[].step_source`; a weak choice is a profile note):
+
+- the program's NVTX ranges: an engine's own step ranges (vLLM
+  `execute_context_N(M)_generation_N(M)`, TensorRT-LLM `[Executor] _forward_step`, SGLang
+  `scheduler.run_batch`), ranges whose names say step, decode, prefill, forward, iteration or
+  batch, else the outermost repeated range with GPU work. Ranges named for a part of a step
+  (layer, block, attention, mlp) are parts, a library's ranges never count, and ranges whose
+  GPU work overlaps cannot be steps;
+- the work itself: a kernel (by name and launch configuration) or a CUDA graph replay that
+  recurs at a regular stride. The step's own kernels (the token embedding lookup, sampling)
+  rank first, then graph replays, then a round trip to the host in every period; within a rank
+  the finest period wins, so a layer (more frequent, without the step's own kernels) or a
+  request (less frequent) is not taken for a step. Irregular steps (a plan built inside one, a
+  new shape) are still steps.
+
+GPUs of one job (the same kernels over the same time) use one signature, so that ranks get
+the same steps; where they cannot, a note says so.
+
+Each step's wall time is split by what bounded it, from the state of the thread that launches
+the GPU's work: GPU busy (`gpu`), GPU busy while that thread waited for it in a blocking call
+(`blocked`), and the idle parts: waiting for launches (`launch`), work already queued
+(`queued`), the thread still inside a blocking call (`sync`), running code outside CUDA
+(`cpu`), in other CUDA calls (`api`), and one-time work and compiling (`setup`). The parts add up
+to the step (`summary.steps`, and `step_parts` per GPU); each rule claims its own parts, so no
+time is counted twice. With CPU or Python samples in the capture (docs/capture.md), the CPU
+time of the idle gaps is attributed to the functions sampled on the launching thread, and to
+the program's NVTX ranges (`idle_code`).
+
+Phases come from the steps. prefill, decode and mixed are given only where the steps are
+token-shaped (each holds sampling or a token embedding lookup), a serving framework is
+detected, an NVTX range names the kind, or the steps hold attention or an embedding lookup and
+GEMMs with no backward pass; other steady work is `steady`. Kernel code built while shapes keep
+changing through the run is steady-state cost (`steady-compile`), not start-up. The `steps`
+and `phases` tables ([schema.md](schema.md)) give the exact definitions.
 
 | Phase | Meaning |
 |---|---|

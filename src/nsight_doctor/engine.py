@@ -256,6 +256,26 @@ def missing_data_notes(inputs, summ: Summary) -> list[str]:
         notes.append(f"no GPU time per NVTX range: {src} (mark the steps of your loop with NVTX; docs/capture.md)")
     if "nvprof" in kinds:
         notes.append("nvprof does not sample GPU metrics: SM and DRAM activity over time are unavailable")
+    notes.extend(step_notes(summ))
+    return notes
+
+
+def step_notes(summ: Summary) -> list[str]:
+    """A weak choice of steps, and GPUs of one job whose steps disagree, said once each."""
+    notes, said = [], set()
+    for g in summ.steady_gpus:
+        src = g.step_source
+        if src is None:
+            continue
+        if src.confidence == "low":
+            notes.append(
+                f"GPU {g.device_id}: its steps were found with low confidence ({src.occurrences:,} of "
+                f"{src.marker}: {src.evidence}); per-step figures may not be forward passes. Mark the steps "
+                "of your loop with NVTX ranges (docs/capture.md)"
+            )
+        if src.agreement and "disagree" in src.agreement and src.agreement not in said:
+            said.add(src.agreement)
+            notes.append(f"{src.agreement}: per-step figures of these GPUs are not comparable")
     return notes
 
 

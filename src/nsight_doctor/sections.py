@@ -407,6 +407,82 @@ class StepKind(Section):
 
 
 @dataclass
+class StepSource(Section):
+    """What a GPU's steps were found from; the view's device_id places it."""
+
+    VIEW: ClassVar[str] = "summary_step_sources"
+    source: str
+    marker: str | None
+    occurrences: int
+    confidence: str | None
+    evidence: str | None
+    agreement: str | None
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
+
+
+@dataclass
+class StepParts(Section):
+    """Where a GPU's mean steady step goes; the parts add up to step_ns_mean."""
+
+    VIEW: ClassVar[str] = "summary_step_parts"
+    steps: int
+    step_ns_mean: float
+    gpu_ns: float
+    blocked_ns: float
+    launch_ns: float
+    queued_ns: float
+    sync_ns: float
+    cpu_ns: float
+    api_ns: float
+    setup_ns: float
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
+
+
+@dataclass
+class IdleCode(Section):
+    """Code that held the CPU while the GPU sat idle; the view's device_id places it."""
+
+    VIEW: ClassVar[str] = "summary_idle_code"
+    part: str
+    source: str
+    name: str | None
+    location: str | None
+    caller: str | None
+    samples: int | None
+    ns: float
+    share_pct: float | None
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
+
+
+@dataclass
+class StepRow(Section):
+    VIEW: ClassVar[str] = "summary_steps"
+    device_id: int
+    step: int
+    phase: str
+    start: int
+    duration: int
+    ops: int
+    gpu_ns: int
+    blocked_ns: int
+    launch_ns: int
+    queued_ns: int
+    sync_ns: int
+    cpu_ns: int
+    api_ns: int
+    setup_ns: int
+
+
+@dataclass
 class SteadyGpu(Section):
     VIEW: ClassVar[str] = "summary_steady_gpus"
     device_id: int
@@ -432,6 +508,9 @@ class SteadyGpu(Section):
     step_kinds: list[StepKind] = child("its steps by the kind of their phase (summary_step_kinds)", [])
     idle: list[SteadyIdle] = child("its idle time by gap cause (summary_steady_idle)", [])
     kernel_categories: list[SteadyCategory] = child("its kernel time by category (summary_steady_categories)", [])
+    step_source: StepSource | None = child("what its steps were found from (summary_step_sources)", None)
+    step_parts: StepParts | None = child("where its mean steady step goes (summary_step_parts)", None)
+    idle_code: list[IdleCode] = child("the code that held the CPU while it sat idle (summary_idle_code)", [])
 
 
 @dataclass
@@ -509,6 +588,11 @@ class Summary:
     steady_kernels: list[SteadyKernel] = child(
         "the top 40 kernels and CUDA graphs of the steady state by name, template arguments and launch shape "
         "(summary_steady_kernels)",
+        [],
+    )
+    steps: list[StepRow] = child(
+        "every steady step of every GPU with the split of its time by what bounded it (summary_steps); the "
+        "parts of a step add up to its duration",
         [],
     )
 

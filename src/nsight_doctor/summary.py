@@ -21,6 +21,7 @@ from nsight_doctor.sections import (
     Idle,
     IdleBucket,
     IdleCause,
+    IdleCode,
     KernelCategory,
     Kernels,
     Launch,
@@ -42,6 +43,9 @@ from nsight_doctor.sections import (
     SteadyKernel,
     SteadyState,
     StepKind,
+    StepParts,
+    StepRow,
+    StepSource,
     Summary,
     Sync,
     TopKernel,
@@ -88,6 +92,7 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary
         ncu=ncu(con),
         steady_gpus=steady_gpus(con),
         steady_kernels=fetch(con, SteadyKernel),
+        steps=fetch(con, StepRow),
     )
 
 
@@ -104,12 +109,18 @@ def steady_gpus(con: duckdb.DuckDBPyConnection) -> list[SteadyGpu]:
     kinds = by_key(con, StepKind, "device_id")
     idle = by_key(con, SteadyIdle, "device_id")
     cats = by_key(con, SteadyCategory, "device_id")
+    code = by_key(con, IdleCode, "device_id")
+    sources = {r.pop("device_id"): StepSource.from_row(r) for r in db.rows(con, f"SELECT * FROM {StepSource.VIEW}")}
+    parts = {r.pop("device_id"): StepParts.from_row(r) for r in db.rows(con, f"SELECT * FROM {StepParts.VIEW}")}
     return [
         SteadyGpu.from_row(
             r,
             step_kinds=kinds.get(r["device_id"], []),
             idle=idle.get(r["device_id"], []),
             kernel_categories=cats.get(r["device_id"], []),
+            step_source=sources.get(r["device_id"]),
+            step_parts=parts.get(r["device_id"]),
+            idle_code=code.get(r["device_id"], []),
         )
         for r in db.rows(con, f"SELECT * FROM {SteadyGpu.VIEW}")
     ]

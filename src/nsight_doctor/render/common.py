@@ -38,6 +38,7 @@ def summary_rows(d: Diagnosis) -> Rows:
     for section in (
         capture_rows(s),
         steady_rows(s),
+        step_rows(s),
         phase_rows(s),
         gpu_rows(s),
         kernel_rows(s),
@@ -103,6 +104,57 @@ def steady_rows(s: Summary) -> Rows:
         )
     )
     return rows
+
+
+# The parts of a step (steps, summary_step_parts), in the order they are shown.
+STEP_PARTS = [
+    ("gpu_ns", "GPU busy"),
+    ("blocked_ns", "GPU busy while the CPU waited for it"),
+    ("launch_ns", "waiting for launches"),
+    ("queued_ns", "GPU waiting with work queued"),
+    ("sync_ns", "CPU still in a blocking call"),
+    ("cpu_ns", "CPU running code"),
+    ("api_ns", "other CUDA calls"),
+    ("setup_ns", "one-time work"),
+]
+
+
+def step_rows(s: Summary) -> Rows:
+    """Per GPU with steps: what the steps were found from, where a step's time goes, and the
+    code that held the CPU while the GPU waited (one line each; several GPUs prefix theirs)."""
+    found, split, code = [], [], []
+    gpus = [g for g in s.steady_gpus if g.step_source is not None]
+    for g in gpus:
+        label = f"GPU {g.device_id}: " if len(gpus) > 1 else ""
+        src = g.step_source
+        assert src is not None
+        what = src.marker if src.source == "nvtx" else (src.marker or src.source)
+        how = "NVTX ranges" if src.source == "nvtx" else (src.evidence or "")
+        agree = f"; {src.agreement}" if src.agreement else ""
+        found.append(f"{label}{what} ({how}); {src.confidence} confidence{agree}")
+        if g.step_parts and g.step_parts.step_ns_mean:
+            sp = g.step_parts
+            shares = [
+                f"{name} {pct(100 * getattr(sp, key) / sp.step_ns_mean)}"
+                for key, name in STEP_PARTS
+                if getattr(sp, key) >= 0.0005 * sp.step_ns_mean
+            ]
+            split.append(f"{label}mean {fmt_ns(sp.step_ns_mean)}: " + ", ".join(shares))
+        cpu = [c for c in g.idle_code if c.part == "cpu"]
+        top = [c for c in cpu if c.source == cpu[0].source][:2] if cpu else []
+        if top:
+            named = "; ".join(
+                f"{pct(c.share_pct)} {clip(c.name or '?')}"
+                + (f" ({c.location})" if c.location and c.source != "nvtx" else "")
+                + (" (NVTX range)" if c.source == "nvtx" else "")
+                for c in top
+            )
+            code.append(f"{label}{named}")
+    return (
+        labelled("Steps found from", found)
+        + labelled("Where a step goes", split)
+        + labelled("CPU code while idle", code)
+    )
 
 
 PHASES_SHOWN = 8

@@ -8,7 +8,7 @@ from typing import Any
 from nsight_doctor.model import SCOPES, SEVERITIES, TAGS, Diagnosis
 from nsight_doctor.sections import json_schema
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 INPUT_KINDS = ["nsys-rep", "nsys-sqlite", "nsys-parquet", "ncu-rep", "nvprof"]
 
 
