@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from nsight_doctor.errors import InputError, ReportVersionError, ResourceError, ToolMissingError
@@ -67,6 +68,21 @@ class Nsys:
 
     def supports_parquet(self) -> bool:
         return version_tuple(self.version) >= (2024, 1)
+
+    def export_options(self) -> list[str]:
+        """Options for `nsys export` that keep what the analysis reads: the Python samples'
+        payload (their frames) is dropped unless --include-json=true, which older nsys lack."""
+        return ["--include-json", "true"] if export_has_option(self.path, "--include-json") else []
+
+
+@lru_cache(maxsize=8)
+def export_has_option(path: str, option: str) -> bool:
+    """Whether this nsys's `export` accepts the option (from its help text)."""
+    try:
+        out = subprocess.run([path, "export", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in out.stdout + out.stderr
 
 
 @dataclass(frozen=True)
@@ -242,7 +258,18 @@ def export_report(
     try:
         out = tmpdir / ("export" + suffix)
         kind = "parquetdir" if form == "parquet" else "sqlite"
-        cmd = [nsys.path, "export", "--type", kind, "--force-overwrite", "true", "--output", str(out), str(report)]
+        cmd = [
+            nsys.path,
+            "export",
+            "--type",
+            kind,
+            "--force-overwrite",
+            "true",
+            *nsys.export_options(),
+            "--output",
+            str(out),
+            str(report),
+        ]
         returncode, text = run_export(cmd, tmpdir, timeout, progress, f"nsys export --type {kind}", report, nsys)
         if returncode != 0 or not is_complete(out, form):
             if any(p in text for p in TOO_NEW_PATTERNS):
