@@ -1,6 +1,8 @@
-"""An independent oracle for the store's idle-gap causes, written from their documentation
-(docs/schema.md, gpu_gaps) in plain Python over SQLite reads of the raw export: no DuckDB, no
-view of ours. Tests compare the tool's numbers with these.
+"""An independent oracle for the store's idle gaps and their parts, written from their
+documentation (docs/schema.md, gpu_gaps) in plain Python over SQLite reads of the raw export:
+no DuckDB, no Polars, no code of ours. Where the tool integrates each thread's state over many
+windows at once, this walks each gap's window call by call. Tests compare the tool's numbers
+with these.
 
 It handles single-GPU, single-process exports (the samples).
 """
@@ -11,12 +13,13 @@ import bisect
 import itertools
 import re
 import sqlite3
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 
-LAUNCH_GAP_MAX_NS = 100_000  # a gap under 100 us is a launch gap unless something else explains it
-GPU_SIDE_MAX_NS = 20_000  # a queued gap under 20 us is the GPU's own cost between operations
-SYNC_GAP_MAX_NS = 10_000_000  # a sync bubble is shorter than 10 ms
-FIRST_LAUNCH_MIN_NS = 1_000_000
+SHORT_CPU_NS = 100_000  # code between two CUDA calls shorter than this is per-operation overhead
+LATENCY_NS = 20_000  # from a launch call's return to the operation's start
+COMPILE_GAP_NS = 1_000_000
+PARTS = ("launch", "queued", "sync", "cpu", "api", "setup")
 
 ONE_TIME = re.compile(
     r"^(cuModuleLoad|cuLibraryLoad|cuLink|cuModuleGetFunction|cuLibraryGetKernel|cuLibraryGetModule|"
@@ -46,18 +49,29 @@ def base(name: str) -> str:
     return re.sub(r"(_ptsz|_ptds)?(_v[0-9]+)?$", "", name)
 
 
+MODULE = re.compile(
+    r"^(cuModuleLoad|cuLibraryLoad|cuLink|cuModuleGetFunction|cuLibraryGetKernel|cuLibraryGetModule|"
+    r"cuKernelGetFunction|cudaGetFuncBySymbol|cuGetProcAddress|cudaGetDriverEntryPoint|cuModuleUnload|"
+    r"cuLibraryUnload)"
+)
+
+
 @dataclass
 class Gap:
     start: int
     end: int
-    cause: str
-    launch_side: str | None
-    blocking_reason: str | None
     next_kind: str
+    # launch, queued, sync, cpu, api, setup (adding up to the duration), and the sub-parts
+    # sync_copy (of sync), alloc, copy, other (of api)
+    parts: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration(self) -> int:
         return self.end - self.start
+
+    @property
+    def cause(self) -> str:
+        return max(PARTS, key=lambda p: (self.parts.get(p, 0), -PARTS.index(p)))
 
 
 def open_export(path) -> sqlite3.Connection:
@@ -79,20 +93,12 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
             "JOIN x.StringIds s ON s.id = k.shortName"
         )
     ]
-    ops += [
-        (s, e, c, "memcpy", None)
-        for s, e, c in con.execute("SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_MEMCPY")
-    ]
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in have:
-        ops += [
-            (s, e, c, "memset", None)
-            for s, e, c in con.execute("SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_MEMSET")
-        ]
-    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in have:
-        ops += [
-            (s, e, c, "graph", None)
-            for s, e, c in con.execute("SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
-        ]
+    for table, kind in (("MEMCPY", "memcpy"), ("MEMSET", "memset"), ("GRAPH_TRACE", "graph")):
+        if f"CUPTI_ACTIVITY_KIND_{table}" in have:  # (tables are created lazily)
+            ops += [
+                (s, e, c, kind, None)
+                for s, e, c in con.execute(f"SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_{table}")
+            ]
     ops.sort(key=lambda o: (o[0], o[1]))
     first_of_name: dict[str, int] = {}
     for s, _, _, kind, name in ops:
@@ -100,23 +106,24 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
             first_of_name.setdefault(name, s)
 
     calls = [
-        (s, e, c, base(n))
-        for s, e, c, n in con.execute(
-            "SELECT r.start, r.end, r.correlationId, s.value FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r "
+        (s, e, c, base(n), tid)
+        for s, e, c, n, tid in con.execute(
+            "SELECT r.start, r.end, r.correlationId, s.value, r.globalTid FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r "
             "JOIN x.StringIds s ON s.id = r.nameId"
         )
     ]
-    by_corr = {c: (s, e) for s, e, c, n in calls}
-    by_name = {c: n for s, e, c, n in calls}
-    copies = {
-        c: (kind, dst)
-        for c, kind, dst in con.execute("SELECT correlationId, copyKind, dstKind FROM x.CUPTI_ACTIVITY_KIND_MEMCPY")
-    }
+    by_corr = {c: (s, e, tid) for s, e, c, n, tid in calls}
+    copies = {}
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in have:
+        copies = {
+            c: (kind, dst)
+            for c, kind, dst in con.execute("SELECT correlationId, copyKind, dstKind FROM x.CUPTI_ACTIVITY_KIND_MEMCPY")
+        }
     memsets = {}
     if "CUPTI_ACTIVITY_KIND_MEMSET" in have:
         memsets = {c: k for c, k in con.execute("SELECT correlationId, memKind FROM x.CUPTI_ACTIVITY_KIND_MEMSET")}
 
-    def blocking(s, e, c, n) -> str | None:
+    def blocking(c, n) -> str | None:
         if SYNC.match(n):
             return "sync"
         if re.match(r"^(cuda|cu)Memcpy", n):
@@ -128,14 +135,53 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
             return "sync_memset" if memsets.get(c) in (1, 4) else None  # pinned, managed
         return None
 
-    blocked = sorted((e, reason) for s, e, c, n in calls if (reason := blocking(s, e, c, n)))
-    blocked_ends = [e for e, _ in blocked]
-    blocking_keys = {(s, e) for s, e, c, n in calls if blocking(s, e, c, n)}
-    other = sorted(
-        (s, e, n) for s, e, c, n in calls if not LAUNCH.match(n) and not SYNC.match(n) and (s, e) not in blocking_keys
-    )
-    other_starts = [s for s, _, _ in other]
-    longest = max((e - s for s, e, _ in other), default=0)
+    def state(c, n) -> str:
+        why = blocking(c, n)
+        if why in ("sync_copy", "sync_memset"):
+            return "sync_copy"
+        if why:
+            return "sync"
+        if LAUNCH.match(n):
+            return "launch"
+        if MODULE.match(n) or ONE_TIME.match(n):
+            return "setup"
+        if ALLOC.match(n):
+            return "alloc"
+        if COPY.match(n):
+            return "copy"
+        return "other"
+
+    # Each thread's outermost calls, in order: (start, end, state).
+    threads: dict[int, list[tuple[int, int, str]]] = {}
+    for s, e, c, n, tid in sorted(calls, key=lambda x: (x[4], x[0], -x[1])):
+        mine = threads.setdefault(tid, [])
+        if mine and s < max(m[1] for m in mine[-1:]):
+            continue  # inside the previous outer call
+        mine.append((s, e, state(c, n)))
+    ends = {tid: [e for _, e, _ in v] for tid, v in threads.items()}
+    modules = sorted((s, e) for s, e, c, n, tid in calls if MODULE.match(n))
+    launchers = [by_corr[o[2]][2] for o in ops if o[2] in by_corr]
+    main = max(set(launchers), key=launchers.count) if launchers else None
+
+    def walk(tid: int, w0: int, w1: int, parts: dict[str, int]) -> None:
+        """Adds the thread's time in [w0, w1) by state, call by call."""
+        mine = threads.get(tid, [])
+        i = bisect.bisect_right(ends.get(tid, []), w0)
+        t = w0
+        while t < w1:
+            if i < len(mine) and mine[i][0] <= t:
+                _, e, st = mine[i]
+                stop = min(e, w1)
+                parts[st] = parts.get(st, 0) + stop - t
+                t, i = stop, i + 1
+            else:
+                prev_end = mine[i - 1][1] if i > 0 else None
+                next_start = mine[i][0] if i < len(mine) else None
+                short = prev_end is not None and next_start is not None and next_start - prev_end < SHORT_CPU_NS
+                stop = w1 if next_start is None else min(next_start, w1)
+                key = "launch_short" if short else "cpu"
+                parts[key] = parts.get(key, 0) + stop - t
+                t = stop
 
     # Busy islands, then the gaps between them.
     islands: list[list] = []
@@ -147,54 +193,48 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
     out = []
     for prev, nxt in itertools.pairwise(islands):
         gs, ge, first = prev[1], nxt[0], nxt[2]
-        dur = ge - gs
-        ls, le = by_corr.get(first[2], (None, None))
-        first_launch = first[3] == "kernel" and first_of_name.get(first[4]) == ge
-        i = bisect.bisect_right(blocked_ends, gs + dur // 2) - 1
-        reason = blocked[i][1] if i >= 0 and blocked_ends[i] >= gs else None
-        one_time = alloc = copy = rest = 0
-        if dur >= LAUNCH_GAP_MAX_NS:
-            lo = bisect.bisect_left(other_starts, gs - longest)
-            for s, e, n in other[lo : bisect.bisect_left(other_starts, ge)]:
-                if e > gs:
-                    t = min(e, ge) - max(s, gs)
-                    if ONE_TIME.match(n):
-                        one_time += t
-                    elif ALLOC.match(n):
-                        alloc += t
-                    elif COPY.match(n):
-                        copy += t
-                    else:
-                        rest += t
-        queued = le is not None and le <= gs
-        is_launch = bool(LAUNCH.match(by_name.get(first[2], "")))
-        in_launch = le is not None and is_launch and 2 * (le - max(ls, gs)) >= dur
-        if queued and dur < GPU_SIDE_MAX_NS:
-            cause, side = "launch", "gpu"
-        elif queued:
-            cause, side = "queued", None
-        elif dur >= LAUNCH_GAP_MAX_NS and 2 * one_time >= dur:
-            cause, side = "setup", None
-        elif dur >= FIRST_LAUNCH_MIN_NS and first_launch and (one_time > 0 or 2 * (le - ls) >= dur):
-            cause, side = "setup", None
-        elif in_launch:
-            cause, side = "launch", "cpu"
-        elif dur >= LAUNCH_GAP_MAX_NS and 2 * (alloc + copy + rest) >= dur:
-            cause, side = "api", None
-        elif reason and dur < SYNC_GAP_MAX_NS:
-            cause, side = "sync", None
-        elif dur < LAUNCH_GAP_MAX_NS:
-            cause, side = "launch", "cpu"
+        ls, le, tid = by_corr.get(first[2], (None, None, main))
+        raw: dict[str, int] = {}
+        queued = after = 0
+        if le is not None and le <= gs:
+            queued = ge - gs  # issued before the gap began
         else:
-            cause, side = "cpu", None
-        out.append(Gap(gs, ge, cause, side, reason if cause == "sync" else None, first[3]))
+            w1 = ge if le is None else min(ge, le)
+            if tid is not None:
+                walk(tid, gs, w1, raw)
+            else:  # no API trace: a short gap is launch overhead
+                raw["launch_short" if ge - gs < SHORT_CPU_NS else "cpu"] = w1 - gs
+            if le is not None and le < ge:
+                if ge - max(gs, le) < LATENCY_NS:
+                    after = ge - max(gs, le)
+                else:
+                    queued = ge - max(gs, le)
+        launch = raw.get("launch", 0) + raw.get("launch_short", 0) + after
+        cpu = raw.get("cpu", 0)
+        setup = raw.get("setup", 0)
+        loaded = any(min(e, ge) > max(s, gs) for s, e in modules[: bisect.bisect_left(modules, (ge, 0))][-200:])
+        first_launch = first[3] == "kernel" and first_of_name.get(first[4]) == ge
+        if ge - gs >= COMPILE_GAP_NS and (loaded or (first_launch and ls is not None and le - ls >= COMPILE_GAP_NS)):
+            setup, launch, cpu = setup + launch + cpu, 0, 0
+        parts = {
+            "launch": launch,
+            "queued": queued,
+            "sync": raw.get("sync", 0) + raw.get("sync_copy", 0),
+            "sync_copy": raw.get("sync_copy", 0),
+            "cpu": cpu,
+            "api": raw.get("alloc", 0) + raw.get("copy", 0) + raw.get("other", 0),
+            "alloc": raw.get("alloc", 0),
+            "copy": raw.get("copy", 0),
+            "other": raw.get("other", 0),
+            "setup": setup,
+        }
+        out.append(Gap(gs, ge, first[3], parts))
     return out
 
 
-def totals(gs: list[Gap], **where) -> tuple[int, int]:
-    """(count, total ns) of the gaps whose attributes equal the keyword arguments."""
-    sel = [g for g in gs if all(getattr(g, k) == v for k, v in where.items())]
-    return len(sel), sum(g.duration for g in sel)
+def totals(gs: list[Gap], part: str) -> tuple[int, int]:
+    """(gaps with time in the part, the part's total ns)."""
+    return sum(1 for g in gs if g.parts.get(part, 0) > 0), sum(g.parts.get(part, 0) for g in gs)
 
 
 # Step times ------------------------------------------------------------------------------------
@@ -241,15 +281,83 @@ def nvtx_step_times(con: sqlite3.Connection, text: str) -> dict[int, list[int]]:
     return out
 
 
-def anchor_step_times(con: sqlite3.Connection, name: str, grid: tuple[int, int, int]) -> list[int]:
-    """The time between consecutive ends of a kernel launched once per step (the vocabulary
-    projection of a transformer, given by name and grid): every step's time but the first's."""
-    ends = [
-        e
-        for (e,) in con.execute(
-            """SELECT k.end FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
-               WHERE s.value = ? AND k.gridX = ? AND k.gridY = ? AND k.gridZ = ? ORDER BY k.start""",
-            (name, *grid),
+def anchor_steps(con: sqlite3.Connection, name: str, grid: tuple[int, int, int]) -> list[tuple[int, int]]:
+    """(start, end) of the steps of a single-GPU export whose step kernel is given (by name and
+    grid: a kernel launched once per forward pass), as docs/schema.md defines anchor steps,
+    counted in kernels and graph executions: a step begins at the same place in every period
+    between two anchors, the operation (counted on from the previous anchor or back from the
+    next) before which the GPU waited longest in all; where nine periods in ten hold a round
+    trip to the host, only the first operations after one count. Steps 2 onwards (the first
+    one's start is a guess the tests do not check)."""
+    have = tables(con)
+    rows = [
+        (s, e, n, gx, gy, gz)
+        for s, e, n, gx, gy, gz in con.execute(
+            """SELECT k.start, k.end, s.value, k.gridX, k.gridY, k.gridZ
+               FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName"""
         )
     ]
-    return [b - a for a, b in itertools.pairwise(ends)]
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in have:
+        rows += [
+            (s, e, None, 0, 0, 0) for s, e in con.execute("SELECT start, end FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+        ]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    starts = [r[0] for r in rows]
+    idle, busy_until = [], None
+    for s, e, *_ in rows:
+        idle.append(0 if busy_until is None else max(0, s - busy_until))
+        busy_until = e if busy_until is None else max(busy_until, e)
+    anchors = [i for i, r in enumerate(rows) if r[2] == name and tuple(r[3:]) == grid]
+
+    trips = []
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in have:
+        trips = [e for (e,) in con.execute("SELECT end FROM x.CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 2")]
+        copies = {
+            c: (k, d)
+            for c, k, d in con.execute("SELECT correlationId, copyKind, dstKind FROM x.CUPTI_ACTIVITY_KIND_MEMCPY")
+        }
+    else:
+        copies = {}
+    for e, n, c in con.execute(
+        "SELECT r.end, s.value, r.correlationId "
+        "FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId"
+    ):
+        n = base(n)
+        kind, dst = copies.get(c, (None, None))
+        if re.match(r"^(cuda|cu)Memcpy", n):
+            blocks = kind == 2 and dst == 0 if "Async" in n else kind not in (8, 10, 5, 6, 7)
+        else:
+            blocks = bool(SYNC.match(n))
+        if blocks:
+            trips.append(e)
+    after_trip = {bisect.bisect_left(starts, t) for t in trips}
+
+    periods = list(itertools.pairwise(anchors))
+    tripped = sum(1 for a, b in periods if any(j in after_trip for j in range(a + 1, b + 1)))
+    only_after_trips = bool(periods) and tripped >= 0.9 * len(periods)
+    fwd: dict[int, int] = {}
+    back: dict[int, int] = {}
+    for a, b in periods:
+        for j in range(a + 1, b + 1):
+            if only_after_trips and j not in after_trip:
+                continue
+            fwd[j - a] = fwd.get(j - a, 0) + idle[j]
+            back[b - j] = back.get(b - j, 0) + idle[j]
+    scored = [(v, 1, -o, o) for o, v in back.items()] + [(v, 0, -o, o) for o, v in fwd.items()]
+    _, is_back, _, off = max(scored) if scored else (0, 1, 0, 0)
+    med = int(statistics.median(b - a for a, b in periods)) if periods else 1
+
+    def boundary(prev: int, nxt: int) -> int:
+        return max(0, max(nxt - off, prev + 1) if is_back else min(prev + off, nxt))
+
+    bounds = [boundary(a, b) for a, b in periods] + [boundary(anchors[-1], anchors[-1] + med)]
+    out = []
+    for b0, b1 in itertools.pairwise(bounds):
+        end = starts[b1] if b1 < len(rows) else max(r[1] for r in rows[b0:])
+        out.append((starts[b0], end))
+    return out
+
+
+def anchor_step_times(con: sqlite3.Connection, name: str, grid: tuple[int, int, int]) -> list[int]:
+    """anchor_steps' durations: every step's time but the first's."""
+    return [e - s for s, e in anchor_steps(con, name, grid)]

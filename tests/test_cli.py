@@ -58,7 +58,7 @@ def test_analyze_json_is_versioned_and_ranked():
     r = run_cli("analyze", B1, "--format", "json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert d["schema_version"] == 1
+    assert d["schema_version"] == 2
     assert d["tool"]["name"] == "nsight-doctor"
     assert d["inputs"][0]["kind"] == "nsys-sqlite" and d["inputs"][0]["producer_version"].startswith("2025.3")
     assert d["summary"]["kernel_count"] == 15808
@@ -93,8 +93,8 @@ def test_fail_on_sets_exit_code_1():
 
 
 def test_select_ignore_and_threshold_override():
-    r = run_cli("analyze", B1, "--format", "json", "--select", "host-sync,pageable-memcpy")
-    assert [f["rule_id"] for f in json.loads(r.stdout)["findings"]] == ["host-sync", "pageable-memcpy"]
+    r = run_cli("analyze", B1, "--format", "json", "--select", "small-batch-decode,pageable-memcpy")
+    assert [f["rule_id"] for f in json.loads(r.stdout)["findings"]] == ["pageable-memcpy", "small-batch-decode"]
     r = run_cli("analyze", B1, "--format", "json", "--ignore", "launch-bound")
     assert "launch-bound" not in [f["rule_id"] for f in json.loads(r.stdout)["findings"]]
     r = run_cli("analyze", B1, "--format", "json", "--threshold", "launch-bound.min_launch_idle_pct=99")

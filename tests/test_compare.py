@@ -110,7 +110,9 @@ def test_graphs_against_eager(diagnoses, exports):
     codes = {w.code for w in c.warnings}
     assert "graph-trace" in codes and "kernel-mix" not in codes and "launch-shapes" not in codes
     diff = {(x.rule_id, x.status) for x in c.findings_diff[0].changes}
-    assert ("launch-bound", "resolved") in diff and ("host-sync", "changed") in diff
+    assert ("launch-bound", "resolved") in diff
+    # Neither blocks with the GPU idle: their per-step syncs wait while it works.
+    assert "host-sync" not in {r for r, _ in diff}
 
 
 def test_b512_is_slower_per_step_but_not_per_token(diagnoses, exports):

@@ -1,0 +1,333 @@
+"""The timeline model on real captures whose workloads measured themselves (samples/*/facts.json):
+steps that are the model's forward passes, ranks of one job that agree, and each step's time
+split by what bounded it, checked against the workloads' own counts and clocks and against the
+independent oracle (tests/oracle.py: plain Python over the raw export).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import sqlite3
+import statistics
+
+import pytest
+
+import oracle
+from conftest import CORPUS, SAMPLES, requires_corpus, unxz
+from nsight_doctor import analyze, store
+from nsight_doctor.model import Diagnosis
+
+PARTS = ("gpu_ns", "blocked_ns", "launch_ns", "queued_ns", "sync_ns", "cpu_ns", "api_ns", "setup_ns")
+LLM_PHASES = {"prefill", "decode", "mixed"}
+
+
+def export_of(name: str):
+    folder = SAMPLES / name
+    return next(p for p in sorted(folder.iterdir()) if p.name.endswith((".sqlite", ".sqlite.xz")))
+
+
+def facts(name: str) -> dict:
+    return json.loads((SAMPLES / name / "facts.json").read_text())
+
+
+_CACHE: dict[str, Diagnosis] = {}
+
+
+def diagnosis(name: str) -> Diagnosis:
+    if name not in _CACHE:
+        _CACHE[name] = analyze([export_of(name)])
+    return _CACHE[name]
+
+
+def steps_of(path) -> dict[int, list[tuple]]:
+    """Each GPU's steps (step, start, end, source, marker, confidence) from a store built from path."""
+    built = store.build([path])
+    try:
+        con = built.connect()
+        out: dict[int, list[tuple]] = {}
+        for row in con.execute(
+            'SELECT device_id, step, start, "end", source, marker, confidence FROM steps ORDER BY device_id, step'
+        ).fetchall():
+            out.setdefault(row[0], []).append(row[1:])
+        return out
+    finally:
+        built.close()
+
+
+def finding(d: Diagnosis, rule_id: str):
+    return next((f for f in d.findings if f.rule_id == rule_id), None)
+
+
+# Steps are the model's forward passes, counted as the workload counted them ----------------------
+
+# sample: the workload's own count of forward passes (or steps, graph replays, timed launches)
+COUNTS = {
+    "hf_requests": "forwards",  # 3 generate() requests: 144 passes, not 3 (or 4) calls
+    "hf_cb_graph_trace": "graph_replays",  # every replay, whichever of the 4 graphs it replays
+    "stream_python": "steps",
+    "stream_sleep": "steps",
+    "triton_sweep": "launches",  # a benchmark's timed launches, not one per shape
+    "hf_prefill_math": "passes",  # 3 passes, not the 24 layers
+    "hf_prefill_flash": "passes",
+    "hf_cat_cache16": "forwards",
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_steps_are_the_workloads_forward_passes(name):
+    got = steps_of(export_of(name))
+    assert list(got) == [0]
+    assert len(got[0]) == facts(name)[COUNTS[name]]
+
+
+def test_irregular_generate_steps_are_found_with_confidence_and_match_the_lm_head(tmp_path):
+    """hf_requests: every decode step builds a cuDNN plan (12 to 65 ms steps, a 363 ms one),
+    yet each forward pass is one step; the step times match those between the vocabulary
+    projection's launches (hand-written SQL over the export)."""
+    d = diagnosis("hf_requests")
+    g = d.summary.steady_gpus[0]
+    assert g.step_source is not None and g.step_source.confidence == "high"
+    assert "sampling" in (g.step_source.evidence or "")
+    built = store.build([export_of("hf_requests")])
+    try:
+        con = built.connect()
+        ours = [r[0] for r in con.execute("SELECT duration FROM steps ORDER BY step").fetchall()]
+    finally:
+        built.close()
+    ends = lm_head_step_times("hf_requests", "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1), tmp_path)
+    assert len(ends) == len(ours) - 1 == 143
+    assert statistics.median(ours) == pytest.approx(statistics.median(ends), rel=0.02)
+    # Three requests: three prefills (the first is warm-up: it also built its plans), the rest decode.
+    names = [p.name for p in d.summary.phases]
+    assert names.count("prefill") + names.count("warmup") == 3 and names.count("decode") == 3
+
+
+def lm_head_step_times(name: str, kernel: str, grid: tuple[int, int, int], tmp_path) -> list[int]:
+    src = export_of(name)
+    if src.name.endswith(".xz"):
+        src = unxz(src, tmp_path)
+    return oracle.anchor_step_times(oracle.open_export(src), kernel, grid)
+
+
+def test_a_step_is_one_graph_replay_of_any_graph():
+    d = diagnosis("hf_cb_graph_trace")
+    src = d.summary.steady_gpus[0].step_source
+    assert src is not None and src.source == "graph" and src.marker == "graph launch"
+    con = oracle.open_export(export_of("hf_cb_graph_trace"))
+    replays, per_graph = con.execute(
+        "SELECT sum(n), max(n) FROM (SELECT count(*) AS n FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY graphId)"
+    ).fetchone()
+    assert replays == 55 and per_graph < replays  # no single graph marks every step
+    assert (
+        sum(k.steps for k in d.summary.steady_gpus[0].step_kinds)
+        + sum(p.steps or 0 for p in d.summary.phases if not p.steady)
+        == replays
+    )
+
+
+def test_layers_are_parts_of_a_step_not_steps():
+    """hf_prefill_math: the 8 layers' kernels recur 24 times, the vocabulary projection 3:
+    3 steps. The same holds without the round trip to the host that each pass ends with."""
+    for name in ("hf_prefill_math", "hf_prefill_flash"):
+        got = steps_of(export_of(name))
+        assert len(got[0]) == 3
+        durations = [e - s for _, s, e, *_ in got[0]]
+        assert min(durations) > 0.9 * statistics.median(facts(name)["pass_ms"]) * 1e6
+
+
+# Ranks of one job agree ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["exposed", "overlap", "straggler"])
+def test_ranks_of_one_job_agree_without_nvtx(tmp_path, variant):
+    """The tensor-parallel samples with their NVTX ranges removed (from a copy): both GPUs find
+    the same anchor and the same steps as the NVTX ranges mark, within a few percent."""
+    src = unxz(SAMPLES / f"tp2_{variant}" / f"tp2_{variant}.sqlite.xz", tmp_path)
+    nvtx = steps_of(src)
+    bare = tmp_path / "bare.sqlite"
+    shutil.copy(src, bare)
+    con = sqlite3.connect(bare)
+    con.execute("DELETE FROM NVTX_EVENTS")
+    con.commit()
+    con.close()
+    found = steps_of(bare)
+    assert sorted(found) == [0, 1]
+    assert {r[3] for g in found.values() for r in g} == {"kernel"}
+    assert len({r[4] for g in found.values() for r in g}) == 1  # one anchor on both GPUs
+    for dev in (0, 1):
+        assert len(found[dev]) == len(nvtx[dev]) == 16
+        ours = statistics.median(e - s for _, s, e, *_ in found[dev])
+        marked = statistics.median(e - s for _, s, e, *_ in nvtx[dev])
+        assert ours == pytest.approx(marked, rel=0.03)
+        # Each step begins where its NVTX range's work begins, within 2% of a step (the ranks'
+        # own skew, up to 17% of a step on the first step here, is the job's, not ours).
+        for a, b in zip(found[dev], nvtx[dev]):
+            assert abs(a[1] - b[1]) < 0.02 * marked
+
+
+# Each step's time, split by what bounded it -----------------------------------------------------
+
+
+def test_streaming_split_matches_the_workloads_clocks():
+    """stream_python: the workload timed its graph (CUDA events), its `.tolist()` wait and its
+    Python work per step; the tool's split of the mean step agrees."""
+    parts = diagnosis("stream_python").summary.steady_gpus[0].step_parts
+    f = facts("stream_python")
+    assert parts is not None and parts.steps == f["steps"]
+    assert parts.cpu_ns / 1e6 == pytest.approx(f["cpu_ms_per_step"], rel=0.05)
+    assert (parts.blocked_ns + parts.sync_ns) / 1e6 == pytest.approx(f["sync_ms_per_step"], rel=0.1)
+    assert (parts.gpu_ns + parts.blocked_ns) / 1e6 == pytest.approx(f["gpu_ms_per_step"], rel=0.15)
+    assert parts.step_ns_mean / 1e6 == pytest.approx(f["ms_per_step"], rel=0.03)
+
+
+def test_streaming_loop_is_cpu_bound_in_the_named_code_not_host_sync():
+    d = diagnosis("stream_python")
+    top = d.findings[0]
+    assert top.rule_id == "gpu-idle"
+    assert "`match_stop_strings` (timeline.py:129)" in top.message
+    code = [c for c in d.summary.steady_gpus[0].idle_code if c.part == "cpu" and c.source == "python"]
+    assert code[0].name == "match_stop_strings" and code[0].share_pct > 80
+    # The sync itself costs only the time the CPU is still inside it with the GPU idle.
+    hs = finding(d, "host-sync")
+    assert hs is None or hs.impact_ns < 0.01 * hs.window_ns
+    # Deferring the read-back would hide at most the GPU time the CPU waited for.
+    assert "which would hide up to" in top.message
+    assert top.evidence["blocked_ns"] < 0.2 * top.impact_ns
+
+
+def test_sleep_after_each_sync_is_cpu_time_not_sync():
+    d = diagnosis("stream_sleep")
+    top = d.findings[0]
+    assert top.rule_id == "gpu-idle"
+    assert "(timeline.py:181)" in top.message  # the time.sleep line
+    assert finding(d, "host-sync") is None
+
+
+def test_compiles_inside_every_step_are_named():
+    d = diagnosis("hf_requests")
+    top = d.findings[0]
+    assert top.rule_id == "steady-compile"
+    assert "`sdpa_attention_forward`" in top.message
+    parts = d.summary.steady_gpus[0].step_parts
+    assert parts is not None and parts.setup_ns > 0.5 * parts.step_ns_mean
+
+
+def test_a_shape_sweep_is_steady_state_cost_not_llm_phases():
+    """triton_sweep: a Triton kernel timed over 7 shapes, compiled anew for each: after the first
+    shape's compile (start-up) one steady phase holds the others; no LLM phase names."""
+    d = diagnosis("triton_sweep")
+    names = [p.name for p in d.summary.phases]
+    assert not set(names) & LLM_PHASES
+    assert names.count("steady") == 1 and "startup" in names
+    assert d.findings[0].rule_id == "steady-compile"
+    assert d.findings[0].evidence["gaps"] == facts("triton_sweep")["shapes"] - 1
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.iterdir() if (p / "facts.json").exists()))
+def test_gap_parts_match_the_oracle(name):
+    src = export_of(name)
+    if src.name.endswith(".xz"):
+        pytest.skip("the oracle reads plain exports; the compressed one is checked by its counts")
+    gaps = oracle.gaps(oracle.open_export(src))
+    idle = {c.cause: (c.count, c.total_ns) for c in diagnosis(name).summary.idle.by_cause}
+    for part in oracle.PARTS:
+        assert oracle.totals(gaps, part) == idle.get(part, (0, 0)), part
+
+
+# Invariants over every sample and the corpus ------------------------------------------------------
+
+
+def profiles() -> list:
+    out = sorted(p for p in SAMPLES.glob("*/*") if p.name.endswith((".sqlite", ".sqlite.xz")))
+    if CORPUS.is_dir():
+        out += sorted(p for p in CORPUS.glob("*/*") if p.name.endswith((".sqlite", ".nvvp", ".prof")))
+    return out
+
+
+@pytest.fixture(scope="module", params=profiles(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def built(request):
+    s = store.build([request.param])
+    yield s.connect()
+    s.close()
+
+
+def test_each_steps_parts_add_up_to_the_step(built):
+    bad = built.execute(f"SELECT count(*) FROM steps WHERE {' + '.join(PARTS)} <> duration").fetchone()[0]
+    assert bad == 0
+    bad = built.execute(
+        "SELECT count(*) FROM gpu_gaps WHERE launch_ns + queued_ns + sync_ns + cpu_ns + api_ns + setup_ns <> duration "
+        "OR alloc_ns + copy_ns + other_api_ns <> api_ns OR sync_copy_ns > sync_ns"
+    ).fetchone()[0]
+    assert bad == 0
+    row = built.execute(
+        f"SELECT coalesce(max(abs({' + '.join(PARTS)} - step_ns_mean)), 0) FROM summary_step_parts"
+    ).fetchone()
+    assert row[0] < 1e-3 * 1e6
+
+
+def test_steps_tile_their_span_and_never_overlap(built):
+    rows = built.execute('SELECT device_id, start, "end" FROM steps ORDER BY device_id, step').fetchall()
+    for (d1, _, e1), (d2, s2, _) in itertools.pairwise(rows):
+        if d1 == d2:
+            assert s2 == e1
+    assert built.execute('SELECT count(*) FROM steps WHERE "end" < start').fetchone()[0] == 0
+
+
+def test_ranks_of_one_job_agree_or_say_so(built):
+    rows = built.execute("SELECT device_id, occurrences, agreement FROM step_sources WHERE chosen").fetchall()
+    for _, _, agreement in rows:
+        if agreement and "the same anchor" in agreement:
+            others = [m for d, m, a in rows if a == agreement]
+            assert max(others) <= 1.05 * min(others)
+
+
+@requires_corpus
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "teektonik__reports/task2_1024.export-nsys2022.4.sqlite",  # an OpenACC heat solver
+        "teektonik__reports/with_cublas.export-nsys2022.4.sqlite",
+        "skycs97__darknet/report2.export-nsys2022.4.sqlite",  # a CNN
+        "Raphael-Hao__Abacus/report2.export-nsys2022.4.sqlite",  # CNN operators
+        "FlagOpen__FlagGems/report1.export-nsys2025.3.sqlite",  # a kernel benchmark sweep
+    ],
+)
+def test_work_that_is_not_llm_serving_gets_no_llm_phase_names(rel):
+    d = analyze([CORPUS / rel])
+    assert not {p.name for p in d.summary.phases} & LLM_PHASES
+
+
+@requires_corpus
+def test_a_sweep_is_not_called_start_up():
+    """FlagGems' benchmark: Triton compiles each new shape; the compiles that recur between
+    timed runs stay in the steady state instead of cutting it into warm-up pieces."""
+    d = analyze([CORPUS / "FlagOpen__FlagGems/report1.export-nsys2025.3.sqlite"])
+    assert [p.name for p in d.summary.phases].count("warmup") <= 1
+
+
+@requires_corpus
+def test_layer_ranges_are_not_steps():
+    """A single forward pass annotated per layer (layer_N_forward) holds no repeated step."""
+    d = analyze([CORPUS / "Sh1mwww__llama3-inference/demo.sqlite"])
+    assert d.summary.steady_state is not None and d.summary.steady_state.steps is None
+
+
+@requires_corpus
+def test_overlapping_nvtx_ranges_are_not_steps():
+    """Ranges whose GPU work overlaps (work enqueued ahead on several streams) cannot be steps."""
+    built = store.build([CORPUS / "Newboyleo__llm-community/report1.export-nsys2025.3.sqlite"])
+    try:
+        con = built.connect()
+        markers = {r[0] for r in con.execute("SELECT DISTINCT marker FROM steps").fetchall()}
+        assert "overlap enqueue chunk #" not in markers
+    finally:
+        built.close()
+
+
+@requires_corpus
+def test_idle_gaps_inside_the_programs_ranges_are_named():
+    d = analyze([CORPUS / "Sh1mwww__llama3-inference/demo.sqlite"])
+    f = finding(d, "gpu-idle")
+    assert f is not None and "by the program's NVTX ranges" in f.message and "`h2d_w3`" in f.message
