@@ -17,8 +17,7 @@ import traceback
 import click
 
 from nsight_doctor import __version__
-from nsight_doctor.__main__ import exit_interrupted
-from nsight_doctor.errors import DoctorError, is_interrupt, is_out_of_memory
+from nsight_doctor.errors import DoctorError, exit_interrupted, is_interrupt, is_out_of_memory
 from nsight_doctor.model import SEVERITIES, severity_rank
 from nsight_doctor.render.text import sanitize
 
