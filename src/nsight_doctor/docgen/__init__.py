@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     check = "--check" in argv
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     rules, _ = load_rules()
     stale = [f"docs/rules/{n}" for n in write_rule_pages(rules, root / "docs" / "rules", check)]
     for path, text in generated_files(root).items():
@@ -558,7 +558,3 @@ def main(argv: list[str] | None = None) -> int:
         verb = "out of date" if check else "rewrote"
         print(f"{verb}: {', '.join(stale)}", file=sys.stderr)
     return 1 if (check and stale) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
