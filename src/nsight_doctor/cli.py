@@ -519,7 +519,7 @@ def rules_explain(rule_id, rules_dirs):
     Example:
       nsight-doctor rules explain launch-bound
     """
-    from nsight_doctor.docgen import rule_page
+    from nsight_doctor.docgen.rules import rule_page
     from nsight_doctor.rules import load_rules
 
     all_rules, _ = load_rules(rules_dirs)
@@ -569,7 +569,7 @@ def rules_docs(out_dir, rules_dirs, check):
     Example:
       nsight-doctor rules docs docs/rules --check
     """
-    from nsight_doctor.docgen import write_rule_pages
+    from nsight_doctor.docgen.rules import write_rule_pages
     from nsight_doctor.rules import load_rules
 
     all_rules, _ = load_rules(rules_dirs)

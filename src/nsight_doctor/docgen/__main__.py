@@ -3,6 +3,6 @@ is stale)."""
 
 import sys
 
-from nsight_doctor.docgen import main
+from nsight_doctor.docgen.pages import main
 
 sys.exit(main())
