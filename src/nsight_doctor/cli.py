@@ -13,6 +13,8 @@ import re
 import shlex
 import sys
 import traceback
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +22,9 @@ from nsight_doctor import __version__
 from nsight_doctor.errors import DoctorError, exit_interrupted, is_interrupt, is_out_of_memory
 from nsight_doctor.model import SEVERITIES, severity_rank
 from nsight_doctor.render.text import sanitize
+
+if TYPE_CHECKING:
+    from nsight_doctor.compare import Profile
 
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
@@ -405,7 +410,7 @@ def compare(profiles, labels, report, fail_on_regression, metric, tokens, rules_
       nsight-doctor compare b1.sqlite b512.sqlite --tokens-per-step 1 --tokens-per-step 512
       nsight-doctor compare base.sqlite new.sqlite --format html -o compare.html
     """
-    from nsight_doctor.compare import CompareOptions, analyze_profiles, labels_for
+    from nsight_doctor.compare import CompareOptions
     from nsight_doctor.compare import compare as run_compare
     from nsight_doctor.engine import AnalyzeOptions
     from nsight_doctor.reports import profile_stem, write_comparison
@@ -578,6 +583,63 @@ def rules_docs(out_dir, rules_dirs, check):
         click.echo("out of date: " + ", ".join(stale) + " (run: nsight-doctor rules docs " + out_dir + ")", err=True)
         return EXIT_FINDINGS
     return 0
+
+
+# Comparing: the profile arguments, their labels, and their analyses.
+
+
+LABEL_OK = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
+
+
+def labels_for(paths: Sequence[str], labels: Sequence[str], stem: Callable[[str], str]) -> list[str]:
+    """--label values, or each profile's file name without its suffixes (made unique)."""
+    from nsight_doctor.compare import CompareError
+
+    if labels and len(labels) != len(paths):
+        raise CompareError(f"--label was given {len(labels)} times for {len(paths)} profiles")
+    out = list(labels) or [stem(p.split(",")[0]) for p in paths]
+    for lab in out:
+        if not LABEL_OK.match(lab):
+            raise CompareError(f"bad label {lab!r}: 1 to 64 printable characters")
+    if not labels:
+        seen: dict[str, int] = {}
+        for i, lab in enumerate(out):
+            seen[lab] = seen.get(lab, 0) + 1
+            if seen[lab] > 1:
+                out[i] = f"{lab}#{seen[lab]}"
+    elif len(set(out)) != len(out):
+        raise CompareError("the labels must differ from each other")
+    return out
+
+
+def profile_files(arg: str) -> list[str]:
+    """The files of one profile argument: a path as it is when it exists, else files joined by
+    commas (a timeline and its Nsight Compute reports: run.sqlite,kernels.ncu-rep)."""
+    from pathlib import Path
+
+    if Path(arg).exists() or "," not in arg:
+        return [arg]
+    return [p for p in (x.strip() for x in arg.split(",")) if p]
+
+
+def analyze_profiles(
+    args: Sequence[str],
+    labels: Sequence[str],
+    options_for: Callable[[str], object],
+) -> list[Profile]:
+    """Runs the analysis of each profile argument (engine.analyze), with the options that
+    ``options_for(label)`` gives (an AnalyzeOptions)."""
+    from nsight_doctor import engine
+    from nsight_doctor.compare import Profile
+    from nsight_doctor.reports import profile_stem
+
+    names = labels_for(args, labels, profile_stem)
+    out = []
+    for arg, label in zip(args, names):
+        opts = options_for(label)
+        assert isinstance(opts, engine.AnalyzeOptions)
+        out.append(Profile(label, arg, engine.analyze(profile_files(arg), opts)))
+    return out
 
 
 def _register_archive() -> None:

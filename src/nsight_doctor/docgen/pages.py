@@ -2,7 +2,7 @@
 docs/rules/<id>.md and docs/rules/index.md from the rule files, docs/schema.md from the
 header comments of the view files, docs/json.md and the JSON Schemas of the output
 (render/report_schema.json, render/compare_schema.json) from the typed summary (sections.py)
-and the typed comparison (compare.py), docs/tags.md from
+and the typed comparison (compare/model.py), docs/tags.md from
 model.TAGS, and docs/cli.md from the command line's own help.
 
     python -m nsight_doctor.docgen          # rewrite docs/ in a source checkout
@@ -248,7 +248,9 @@ def json_page() -> str:
     from nsight_doctor.sections import Summary
 
     lines = [
-        GENERATED.format(source="src/nsight_doctor/sections.py, the summary views and src/nsight_doctor/compare.py"),
+        GENERATED.format(
+            source="src/nsight_doctor/sections.py, the summary views and src/nsight_doctor/compare/model.py"
+        ),
         "",
         JSON_INTRO,
         *section_table(Summary, column_docs(), "summary"),
