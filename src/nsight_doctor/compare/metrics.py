@@ -43,14 +43,14 @@ class Metric:
     missing: str  # why a profile may lack it
 
 
-def _token(s: Summary, tokens: float | None) -> float | None:
+def token_time(s: Summary, tokens: float | None) -> float | None:
     g = step_gpu(s)
     k = decode_kind(g)
     step = k.step_ns_median if k else (s.steady_state.step_ns_median if s.steady_state else None)
     return step / tokens if step is not None and tokens else None
 
 
-def _decode(s: Summary) -> float | None:
+def decode_step_time(s: Summary) -> float | None:
     k = decode_kind(step_gpu(s))
     return k.step_ns_median if k else None
 
@@ -69,7 +69,7 @@ METRICS: dict[str, Metric] = {
             "per decode step",
             "the median time of the steady decode steps (summary_step_kinds, kind decode, of the GPU that "
             "sets the step time): the time per output token of one sequence",
-            lambda s, _: _decode(s),
+            lambda s, _: decode_step_time(s),
             "no decode steps were found",
         ),
         Metric(
@@ -93,7 +93,7 @@ METRICS: dict[str, Metric] = {
             "time per token",
             "per token",
             "the median decode step time (the median step time without decode steps) divided by --tokens-per-step",
-            _token,
+            token_time,
             "it needs --tokens-per-step and steps",
         ),
         Metric(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nsight_doctor.compare.metrics import METRICS, _token, change, decode_kind, per_step, step_gpu
+from nsight_doctor.compare.metrics import METRICS, change, decode_kind, per_step, step_gpu, token_time
 from nsight_doctor.compare.model import GpuRow, KernelRow, NcuRow, PhaseRow, Profile, Row
 from nsight_doctor.sections import SteadyGpu, Summary
 
@@ -124,7 +124,7 @@ def overview_rows(profiles: Sequence[Profile], tokens: Sequence[float | None]) -
         rows += decode
     if any(tokens):
         rows.append(make_row("tokens_per_step", "Tokens per step (given)", "count", list(tokens), ""))
-        rows.append(make_row("token_ns", "Time per token", "ns", [_token(s, t) for s, t in zip(sums, tokens)]))
+        rows.append(make_row("token_ns", "Time per token", "ns", [token_time(s, t) for s, t in zip(sums, tokens)]))
     rows += [
         make_row("busy_per_step_ns", "GPU busy per step", "ns", by_gpu(lambda g: g.busy_ns)),
         make_row("idle_per_step_ns", "GPU idle per step", "ns", by_gpu(lambda g: g.idle_ns)),

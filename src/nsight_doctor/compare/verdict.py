@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from nsight_doctor.compare.metrics import METRICS, Metric, _decode, change, pct_text, per_step, step_gpu, times
+from nsight_doctor.compare.metrics import METRICS, Metric, change, decode_step_time, pct_text, per_step, step_gpu, times
 from nsight_doctor.compare.model import Cause, CompareError, Gate, KernelRow, Profile, Verdict
 from nsight_doctor.compare.rows import component_label, components, divisor
 from nsight_doctor.compare.warnings import SHAPE_CHANGE_WARN_PCT, has_timeline, shape_change
@@ -184,7 +184,7 @@ def verdict_for(
     # What changed within the step: for a per-token verdict, the step itself.
     step_dir = v.direction
     if metric.name == "token":
-        step = METRICS["decode_step"] if _decode(sb) and _decode(sc) else METRICS["step"]
+        step = METRICS["decode_step"] if decode_step_time(sb) and decode_step_time(sc) else METRICS["step"]
         pb, pc = step.value(sb, None), step.value(sc, None)
         if pb and pc:
             step_dir = direction(pc / pb)
