@@ -284,7 +284,7 @@ def cli_page() -> str:
     from nsight_doctor.cli import main as cli
 
     out = [
-        GENERATED.format(source="the click commands in src/nsight_doctor/cli.py"),
+        GENERATED.format(source="the click commands in src/nsight_doctor/cli/"),
         "",
         "# Command-line reference",
         "",
