@@ -77,6 +77,14 @@ from nsight_doctor.model import SEVERITIES, severity_rank
     show_default=True,
     help="Stop an nsys export of a report, or the reading of an Nsight Compute report, that takes longer than this.",
 )
+@click.option(
+    "--rule-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    default=300,
+    show_default=True,
+    help="Stop a rule whose query runs longer than this (a rule file is SQL from anyone).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Also list rules that did not apply, and notes.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def analyze(
@@ -93,6 +101,7 @@ def analyze(
     no_cache,
     memory_limit,
     export_timeout,
+    rule_timeout,
     verbose,
     quiet,
 ):
@@ -140,6 +149,7 @@ def analyze(
         report_data=report.needs_data,
         memory_limit=memory_limit,
         export_timeout=export_timeout,
+        rule_timeout=rule_timeout,
     )
     try:
         diagnosis = run_analysis(inputs, opts)
