@@ -9,85 +9,41 @@ vega-tooltip's HTML escaping. ``export`` writes each chart as PNG and SVG throug
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from nsight_doctor.model import Diagnosis, fmt_ns
+from nsight_doctor.render.chart_base import (
+    BOTTLENECK_COLORS,
+    CATEGORY_COLORS,
+    CAUSE_COLORS,
+    CPU_COLORS,
+    SECTIONS,
+    SERIES_COLORS,
+    STALL_TOP,
+    WIDTH,
+    Chart,
+    export,
+    finish,
+    rounded,
+    scale,
+    to_svg,
+)
+from nsight_doctor.render.ncu_charts import ncu_occupancy, ncu_roofline, ncu_stalls, ncu_throughput
 
-WIDTH = 720
-
-# Colours that mean the same thing in every chart. Kernel categories follow the taxonomy
-# (store/kernel_categories.yaml; tests/test_report.py checks that every category is here).
-CATEGORY_COLORS = {
-    "gemm": "#4e79a7",
-    "attention": "#f28e2b",
-    "attention-unfused": "#ffbe7d",
-    "norm": "#59a14f",
-    "activation": "#8cd17d",
-    "rotary": "#b6992d",
-    "kv-cache": "#e15759",
-    "communication": "#ff9d9a",
-    "moe": "#79706e",
-    "sampling": "#d37295",
-    "embedding": "#fabfd2",
-    "quantization": "#b07aa1",
-    "ssm": "#d4a6c8",
-    "elementwise": "#499894",
-    "reduction": "#86bcb6",
-    "memcpy": "#9d7660",
-    "memset": "#d7b5a6",
-    "cuda-graph": "#3b3b98",
-    "other": "#bab0ac",
-}
-CPU_COLORS = {
-    "launch": "#4e79a7",
-    "graph_launch": "#3b3b98",
-    "sync": "#e15759",
-    "memcpy": "#9d7660",
-    "memset": "#d7b5a6",
-    "alloc": "#f28e2b",
-    "other": "#bab0ac",
-    "nvtx depth 0": "#76b900",
-    "nvtx depth 1": "#a5d65a",
-    "nvtx depth 2": "#cde8a8",
-}
-CAUSE_COLORS = {
-    "launch": "#4e79a7",
-    "sync": "#e15759",
-    "cpu": "#f28e2b",
-    "api": "#b07aa1",
-    "queued": "#bab0ac",
-}
-BOTTLENECK_COLORS = {"memory-bound": "#4e79a7", "compute-bound": "#e15759", "latency-bound": "#f28e2b"}
-SERIES_COLORS = {
-    "busy (traced operations)": "#76b900",
-    "SMs active (sampled)": "#4e79a7",
-    "tensor cores active (sampled)": "#e15759",
-    "DRAM read bandwidth (sampled)": "#f28e2b",
-}
-STALL_TOP = 8  # stall reasons drawn by name; the rest are summed as "other"
-
-
-@dataclass
-class Chart:
-    id: str  # anchor and file name: chart-<id>, <id>.png
-    section: str  # where the report shows it
-    title: str
-    caption: str  # how to read it (may hold NVTX text: escape it)
-    spec: dict[str, Any]  # Vega-Lite, data inline
-    source: str  # provenance: the SQL that gives its data, or the summary view
-
-
-SECTIONS = {
-    "timeline": "Timeline",
-    "time": "Where the GPU time goes",
-    "steps": "Steps",
-    "idle": "Idle time",
-    "copies": "Copies",
-    "ncu": "Kernels under Nsight Compute",
-}
+__all__ = [
+    "BOTTLENECK_COLORS",
+    "CATEGORY_COLORS",
+    "CAUSE_COLORS",
+    "CPU_COLORS",
+    "SECTIONS",
+    "SERIES_COLORS",
+    "STALL_TOP",
+    "WIDTH",
+    "Chart",
+    "build",
+    "export",
+    "to_svg",
+]
 
 
 def build(d: Diagnosis) -> list[Chart]:
@@ -114,37 +70,6 @@ def build(d: Diagnosis) -> list[Chart]:
         if chart is not None:
             charts.append(chart)
     return charts
-
-
-def finish(alt: Any, chart: Any, **datasets: list[dict[str, Any]]) -> dict[str, Any]:
-    """The chart's Vega-Lite dict, with its data put in by name (Altair would wrap every row in a
-    schema object, which is slow for thousands of rows)."""
-    spec = chart.configure(
-        font="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif",
-        background="white",
-        padding=6,
-    ).configure_axis(labelFontSize=11, titleFontSize=12, labelLimit=380, gridColor="#eceff3", labelOverlap=True)
-    spec = spec.configure_legend(labelFontSize=11, titleFontSize=12, labelLimit=260).configure_view(stroke=None)
-    out: dict[str, Any] = spec.to_dict(validate=False)
-    out["datasets"] = {**out.get("datasets", {}), **datasets}
-    return out
-
-
-def rounded(rows: list[dict[str, Any]], digits: int = 4) -> list[dict[str, Any]]:
-    """Floats to `digits` significant digits: smaller reports, the same pictures."""
-
-    def r(v: Any) -> Any:
-        if isinstance(v, float) and v and math.isfinite(v):
-            return round(v, max(0, digits - 1 - math.floor(math.log10(abs(v)))))
-        return v
-
-    return [{k: r(v) for k, v in row.items()} for row in rows]
-
-
-def scale(colors: dict[str, str], present: set[str]) -> dict[str, Any]:
-    """A colour scale of the fixed colours, listing only the values that occur."""
-    domain = [k for k in colors if k in present] + sorted(present - colors.keys())
-    return {"domain": domain, "range": [colors.get(k, "#bab0ac") for k in domain]}
 
 
 def utilisation(alt: Any, d: Diagnosis) -> Chart | None:
@@ -583,246 +508,3 @@ def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
         spec=finish(alt, chart, data=data),
         source="SELECT * FROM summary_memcpy_directions\n",
     )
-
-
-def short_launch(launch: str, n: int = 70) -> str:
-    return launch if len(launch) <= n else launch[: n - 1] + "…"
-
-
-def ncu_labels(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """A short, unique label per launch configuration, by rank of GPU time."""
-    order: list[str] = []
-    for r in rows:
-        if r["launch"] not in order:
-            order.append(r["launch"])
-    return {launch: f"{i}. {short_launch(launch)}" for i, launch in enumerate(order, 1)}
-
-
-def ncu_stalls(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_stalls")
-    if not ds or not ds.rows:
-        return None
-    totals: dict[str, float] = {}
-    for r in ds.rows:
-        totals[r["reason"]] = totals.get(r["reason"], 0) + r["ratio"]
-    top = sorted(totals, key=lambda k: -totals[k])[:STALL_TOP]
-    labels = ncu_labels(ds.rows)
-    merged: dict[tuple[str, str], float] = {}
-    for r in ds.rows:
-        key = (r["launch"], r["reason"] if r["reason"] in top else "other")
-        merged[key] = merged.get(key, 0) + r["ratio"]
-    share = {r["launch"]: r["share_pct"] for r in ds.rows}
-    data = [
-        {
-            "label": labels[launch],
-            "launch": launch,
-            "reason": reason,
-            "ratio": round(v, 3),
-            "share_pct": None if share[launch] is None else round(share[launch], 2),
-        }
-        for (launch, reason), v in merged.items()
-    ]
-    reasons = [*top, "other"] if any(r["reason"] == "other" for r in data) else top
-    chart = (
-        alt.Chart(alt.Data(name="data"))
-        .mark_bar()
-        .encode(
-            y=alt.Y("label:N", title=None, sort=list(labels.values())),
-            x=alt.X("ratio:Q", title="warps stalled per issued instruction", stack="zero"),
-            color=alt.Color("reason:N", title="stall reason", sort=reasons, scale=alt.Scale(scheme="tableau10")),
-            order=alt.Order("ratio:Q", sort="descending"),
-            tooltip=[
-                alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("reason:N"),
-                alt.Tooltip("ratio:Q", format=".2f"),
-                alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
-            ],
-        )
-        .properties(width=340, height=26 * len(labels))
-    )
-    return Chart(
-        id="ncu-stalls",
-        section="ncu",
-        title="Warp-stall reasons of the hottest kernels",
-        caption=(
-            "Why warps were not issuing, per profiled kernel (most GPU time first): long_scoreboard is waiting for "
-            "global or local memory, barrier for __syncthreads, math_pipe_throttle for a busy pipe."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
-
-
-def ncu_occupancy(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_occupancy")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    data = [dict(r, label=labels[r["launch"]]) for r in rounded(ds.rows)]
-    y = alt.Y("label:N", title=None, sort=list(labels.values()))
-    tooltip = [
-        alt.Tooltip("launch:N", title="kernel"),
-        alt.Tooltip("achieved_occupancy_pct:Q", title="achieved (%)", format=".1f"),
-        alt.Tooltip("theoretical_occupancy_pct:Q", title="theoretical (%)", format=".1f"),
-        alt.Tooltip("occupancy_limiter:N", title="limited by"),
-        alt.Tooltip("registers_per_thread:Q", title="registers/thread"),
-        alt.Tooltip("block_size:Q", title="threads/block"),
-        alt.Tooltip("waves_per_sm:Q", title="waves/SM", format=".2f"),
-    ]
-    base = alt.Chart().encode(y=y, tooltip=tooltip)
-    achieved = base.mark_bar(color="#4e79a7", height={"band": 0.6}).encode(
-        x=alt.X("achieved_occupancy_pct:Q", title="occupancy (% of max warps per SM)", scale=alt.Scale(domain=[0, 100]))
-    )
-    theoretical = base.mark_tick(color="#e15759", thickness=3, size=18).encode(x="theoretical_occupancy_pct:Q")
-    chart = alt.layer(achieved, theoretical, data=alt.Data(name="data")).properties(width=340, height=26 * len(labels))
-    return Chart(
-        id="ncu-occupancy",
-        section="ncu",
-        title="Achieved against theoretical occupancy",
-        caption=(
-            "Bars: achieved occupancy; red ticks: the theoretical limit from registers, shared memory and block "
-            "size (hover for the limiter). A bar far below its tick means tail effects or imbalance."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
-
-
-def ncu_roofline(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_roofline")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    points = [
-        dict(r, label=labels[r["launch"]], tflops=r["flops_per_s"] / 1e12, share_pct=r["share_pct"] or 0)
-        for r in rounded(ds.rows)
-    ]
-    lo = min(0.01, min(r["arithmetic_intensity"] for r in points) / 2)
-    hi = max(1000.0, max(r["arithmetic_intensity"] for r in points) * 2)
-    roofs = []
-    for dev in sorted({r["device_name"] or "GPU" for r in ds.rows}):
-        peaks = [r for r in ds.rows if (r["device_name"] or "GPU") == dev]
-        flops = sorted(r["peak_fp32_flops_per_s"] for r in peaks)[len(peaks) // 2]
-        bw = sorted(r["peak_dram_bytes_per_s"] for r in peaks)[len(peaks) // 2]
-        ridge = flops / bw
-        for ai in (lo, ridge, hi):
-            roofs.append({"device": dev, "ai": ai, "tflops": min(flops, ai * bw) / 1e12, "ridge": round(ridge, 2)})
-    x = alt.X("ai:Q", title="arithmetic intensity (FLOP per DRAM byte, log)", scale=alt.Scale(type="log"))
-    y = alt.Y("tflops:Q", title="TFLOP/s (FP32, log)", scale=alt.Scale(type="log"))
-    roof = (
-        alt.Chart(alt.Data(name="roofs"))
-        .mark_line(color="#333", strokeWidth=1.5)
-        .encode(
-            x=x,
-            y=y,
-            detail="device:N",
-            tooltip=[
-                alt.Tooltip("device:N", title="GPU"),
-                alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)"),
-                alt.Tooltip("tflops:Q", title="roof (TFLOP/s)", format=".3g"),
-            ],
-        )
-    )
-    dots = (
-        alt.Chart(alt.Data(name="points"))
-        .mark_circle(opacity=0.8, stroke="#333", strokeWidth=0.5)
-        .encode(
-            x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log")),
-            y=alt.Y("tflops:Q", scale=alt.Scale(type="log")),
-            size=alt.Size("share_pct:Q", title="share of GPU time (%)", scale=alt.Scale(range=[30, 600])),
-            color=alt.Color(
-                "bottleneck:N",
-                scale=alt.Scale(**scale(BOTTLENECK_COLORS, {r["bottleneck"] for r in points if r["bottleneck"]})),
-            ),
-            tooltip=[
-                alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("arithmetic_intensity:Q", title="FLOP/byte", format=".3g"),
-                alt.Tooltip("tflops:Q", title="TFLOP/s", format=".3g"),
-                alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
-                alt.Tooltip("bottleneck:N"),
-            ],
-        )
-    )
-    chart = alt.layer(roof, dots).properties(width=WIDTH - 260, height=320)
-    note = f" {ds.note}." if ds.note else ""
-    return Chart(
-        id="ncu-roofline",
-        section="ncu",
-        title="Roofline (FP32)",
-        caption=(
-            "Each profiled kernel's FLOP rate against its FLOPs per DRAM byte, under the GPU's FP32 roofs: the "
-            "sloped roof is DRAM bandwidth, the flat one FP32 peak, meeting at the ridge. Only non-tensor FLOPs "
-            f"are counted (as ncu's roofline does), so tensor-core kernels sit low by construction.{note}"
-        ),
-        spec=finish(alt, chart, roofs=rounded(roofs), points=points),
-        source=ds.sql,
-    )
-
-
-def ncu_throughput(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_throughput")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    data = [dict(r, label=labels[r["launch"]], share_pct=r["share_pct"] or 0) for r in rounded(ds.rows)]
-    guide = (
-        alt.Chart(alt.Data(values=[{"v": 0}, {"v": 100}]))
-        .mark_line(color="#999", strokeDash=[4, 4])
-        .encode(x=alt.X("v:Q"), y=alt.Y("v:Q"))
-    )
-    dots = (
-        alt.Chart(alt.Data(name="data"))
-        .mark_circle(opacity=0.8, stroke="#333", strokeWidth=0.5)
-        .encode(
-            x=alt.X("mem_pct:Q", title="memory throughput (% of peak)", scale=alt.Scale(domain=[0, 100])),
-            y=alt.Y("sm_pct:Q", title="compute (SM) throughput (% of peak)", scale=alt.Scale(domain=[0, 100])),
-            size=alt.Size("share_pct:Q", title="share of GPU time (%)", scale=alt.Scale(range=[30, 600])),
-            color=alt.Color(
-                "bottleneck:N",
-                scale=alt.Scale(**scale(BOTTLENECK_COLORS, {r["bottleneck"] for r in data if r["bottleneck"]})),
-            ),
-            tooltip=[
-                alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("sm_pct:Q", title="SM (%)", format=".1f"),
-                alt.Tooltip("mem_pct:Q", title="memory (%)", format=".1f"),
-                alt.Tooltip("dram_pct:Q", title="DRAM (%)", format=".1f"),
-                alt.Tooltip("tensor_pct:Q", title="tensor pipe (%)", format=".1f"),
-                alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
-                alt.Tooltip("bottleneck:N"),
-            ],
-        )
-    )
-    chart = alt.layer(guide, dots).properties(width=360, height=360)
-    return Chart(
-        id="ncu-throughput",
-        section="ncu",
-        title="Compute against memory throughput",
-        caption=(
-            "Each profiled kernel's SM and memory throughput as % of peak, sized by its share of GPU time. Kernels "
-            "near neither axis' peak are latency-bound: too little parallel work or long dependency chains."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
-
-
-def export(charts: list[Chart], folder: str | Path) -> list[Path]:
-    """Writes each chart as <id>.svg and <id>.png (2x scale) into folder; returns the paths."""
-    import vl_convert as vlc
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for c in charts:
-        svg = out / f"{c.id}.svg"
-        svg.write_text(vlc.vegalite_to_svg(c.spec))
-        png = out / f"{c.id}.png"
-        png.write_bytes(vlc.vegalite_to_png(c.spec, scale=2))
-        written += [svg, png]
-    return written
-
-
-def to_svg(chart: Chart) -> str:
-    import vl_convert as vlc
-
-    return str(vlc.vegalite_to_svg(chart.spec))
