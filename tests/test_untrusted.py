@@ -380,6 +380,7 @@ RULE = textwrap.dedent("""\
         ('"CHECKPOINT"', "exactly one SELECT"),
     ],
 )
+@pytest.mark.slow  # one CLI run per case; the in-process cases below stay in the fast tier
 def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, needle):
     rules = tmp_path / "rules"
     rules.mkdir()
