@@ -4,9 +4,12 @@ finished with its data inline and rounded, and the export to PNG and SVG."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nsight_doctor.model import Diagnosis
 
 WIDTH = 720
 
@@ -91,6 +94,57 @@ SECTIONS = {
     "copies": "Copies",
     "ncu": "Kernels under Nsight Compute",
 }
+
+
+@dataclass
+class Frame:
+    """A chart's data: its datasets by name, put inline in its spec ("data" unless it has several),
+    what drawing it needs besides (``facts``), and the note of the dataset it was read from."""
+
+    datasets: dict[str, list[dict[str, Any]]]
+    facts: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.datasets["data"]
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """One chart of the report, as data. ``prepare`` turns the rows of ``dataset`` (an entry of
+    Diagnosis.datasets, whose SQL is the chart's provenance) or, without one, the diagnosis'
+    summary (``source`` then names what it reads) into the chart's Frame, None when the profile
+    lacks them; ``draw`` gives the Altair chart of a Frame; ``caption`` says how to read it (a
+    function of the Frame where it depends on the data). ``make`` builds every chart from these."""
+
+    id: str  # anchor and file name: chart-<id>, <id>.png
+    section: str  # a key of SECTIONS
+    title: str
+    caption: str | Callable[[Frame], str]
+    prepare: Callable[[Diagnosis, list[dict[str, Any]]], Frame | None]
+    draw: Callable[[Any, Frame], Any]
+    dataset: str | None = None
+    source: str = ""
+
+
+def make(alt: Any, spec: ChartSpec, d: Diagnosis) -> Chart | None:
+    """The one builder: the chart of ``spec`` for the diagnosis, None when its data is missing."""
+    if spec.dataset is not None:
+        ds = d.datasets.get(spec.dataset)
+        if not ds or not ds.rows:
+            return None
+        rows, note, source = ds.rows, ds.note, ds.sql
+    else:
+        rows, note, source = [], "", spec.source
+    frame = spec.prepare(d, rows)
+    if frame is None:
+        return None
+    frame.note = note
+    caption = spec.caption(frame) if callable(spec.caption) else spec.caption
+    return Chart(
+        spec.id, spec.section, spec.title, caption, finish(alt, spec.draw(alt, frame), **frame.datasets), source
+    )
 
 
 def finish(alt: Any, chart: Any, **datasets: list[dict[str, Any]]) -> dict[str, Any]:

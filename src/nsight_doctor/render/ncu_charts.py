@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nsight_doctor.model import Diagnosis
-from nsight_doctor.render.chart_base import BOTTLENECK_COLORS, STALL_TOP, WIDTH, Chart, finish, rounded, scale
+from nsight_doctor.render.chart_base import BOTTLENECK_COLORS, STALL_TOP, WIDTH, ChartSpec, Frame, rounded, scale
 
 
 def short_launch(launch: str, n: int = 70) -> str:
@@ -21,20 +21,17 @@ def ncu_labels(rows: list[dict[str, Any]]) -> dict[str, str]:
     return {launch: f"{i}. {short_launch(launch)}" for i, launch in enumerate(order, 1)}
 
 
-def ncu_stalls(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_stalls")
-    if not ds or not ds.rows:
-        return None
+def stalls_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
     totals: dict[str, float] = {}
-    for r in ds.rows:
+    for r in rows:
         totals[r["reason"]] = totals.get(r["reason"], 0) + r["ratio"]
     top = sorted(totals, key=lambda k: -totals[k])[:STALL_TOP]
-    labels = ncu_labels(ds.rows)
+    labels = ncu_labels(rows)
     merged: dict[tuple[str, str], float] = {}
-    for r in ds.rows:
+    for r in rows:
         key = (r["launch"], r["reason"] if r["reason"] in top else "other")
         merged[key] = merged.get(key, 0) + r["ratio"]
-    share = {r["launch"]: r["share_pct"] for r in ds.rows}
+    share = {r["launch"]: r["share_pct"] for r in rows}
     data = [
         {
             "label": labels[launch],
@@ -46,7 +43,12 @@ def ncu_stalls(alt: Any, d: Diagnosis) -> Chart | None:
         for (launch, reason), v in merged.items()
     ]
     reasons = [*top, "other"] if any(r["reason"] == "other" for r in data) else top
-    chart = (
+    return Frame({"data": data}, {"labels": labels, "reasons": reasons})
+
+
+def stalls_draw(alt: Any, f: Frame) -> Any:
+    labels, reasons = f.facts["labels"], f.facts["reasons"]
+    return (
         alt.Chart(alt.Data(name="data"))
         .mark_bar()
         .encode(
@@ -63,25 +65,16 @@ def ncu_stalls(alt: Any, d: Diagnosis) -> Chart | None:
         )
         .properties(width=340, height=26 * len(labels))
     )
-    return Chart(
-        id="ncu-stalls",
-        section="ncu",
-        title="Warp-stall reasons of the hottest kernels",
-        caption=(
-            "Why warps were not issuing, per profiled kernel (most GPU time first): long_scoreboard is waiting for "
-            "global or local memory, barrier for __syncthreads, math_pipe_throttle for a busy pipe."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
 
 
-def ncu_occupancy(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_occupancy")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    data = [dict(r, label=labels[r["launch"]]) for r in rounded(ds.rows)]
+def occupancy_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
+    labels = ncu_labels(rows)
+    data = [dict(r, label=labels[r["launch"]]) for r in rounded(rows)]
+    return Frame({"data": data}, {"labels": labels})
+
+
+def occupancy_draw(alt: Any, f: Frame) -> Any:
+    labels = f.facts["labels"]
     y = alt.Y("label:N", title=None, sort=list(labels.values()))
     tooltip = [
         alt.Tooltip("launch:N", title="kernel"),
@@ -97,39 +90,30 @@ def ncu_occupancy(alt: Any, d: Diagnosis) -> Chart | None:
         x=alt.X("achieved_occupancy_pct:Q", title="occupancy (% of max warps per SM)", scale=alt.Scale(domain=[0, 100]))
     )
     theoretical = base.mark_tick(color="#e15759", thickness=3, size=18).encode(x="theoretical_occupancy_pct:Q")
-    chart = alt.layer(achieved, theoretical, data=alt.Data(name="data")).properties(width=340, height=26 * len(labels))
-    return Chart(
-        id="ncu-occupancy",
-        section="ncu",
-        title="Achieved against theoretical occupancy",
-        caption=(
-            "Bars: achieved occupancy; red ticks: the theoretical limit from registers, shared memory and block "
-            "size (hover for the limiter). A bar far below its tick means tail effects or imbalance."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
+    return alt.layer(achieved, theoretical, data=alt.Data(name="data")).properties(width=340, height=26 * len(labels))
 
 
-def ncu_roofline(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_roofline")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
+def roofline_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
+    labels = ncu_labels(rows)
     points = [
         dict(r, label=labels[r["launch"]], tflops=r["flops_per_s"] / 1e12, share_pct=r["share_pct"] or 0)
-        for r in rounded(ds.rows)
+        for r in rounded(rows)
     ]
     lo = min(0.01, min(r["arithmetic_intensity"] for r in points) / 2)
     hi = max(1000.0, max(r["arithmetic_intensity"] for r in points) * 2)
     roofs = []
-    for dev in sorted({r["device_name"] or "GPU" for r in ds.rows}):
-        peaks = [r for r in ds.rows if (r["device_name"] or "GPU") == dev]
+    for dev in sorted({r["device_name"] or "GPU" for r in rows}):
+        peaks = [r for r in rows if (r["device_name"] or "GPU") == dev]
         flops = sorted(r["peak_fp32_flops_per_s"] for r in peaks)[len(peaks) // 2]
         bw = sorted(r["peak_dram_bytes_per_s"] for r in peaks)[len(peaks) // 2]
         ridge = flops / bw
         for ai in (lo, ridge, hi):
             roofs.append({"device": dev, "ai": ai, "tflops": min(flops, ai * bw) / 1e12, "ridge": round(ridge, 2)})
+    return Frame({"roofs": rounded(roofs), "points": points})
+
+
+def roofline_draw(alt: Any, f: Frame) -> Any:
+    points = f.datasets["points"]
     x = alt.X("ai:Q", title="arithmetic intensity (FLOP per DRAM byte, log)", scale=alt.Scale(type="log"))
     y = alt.Y("tflops:Q", title="TFLOP/s (FP32, log)", scale=alt.Scale(type="log"))
     roof = (
@@ -166,28 +150,16 @@ def ncu_roofline(alt: Any, d: Diagnosis) -> Chart | None:
             ],
         )
     )
-    chart = alt.layer(roof, dots).properties(width=WIDTH - 260, height=320)
-    note = f" {ds.note}." if ds.note else ""
-    return Chart(
-        id="ncu-roofline",
-        section="ncu",
-        title="Roofline (FP32)",
-        caption=(
-            "Each profiled kernel's FLOP rate against its FLOPs per DRAM byte, under the GPU's FP32 roofs: the "
-            "sloped roof is DRAM bandwidth, the flat one FP32 peak, meeting at the ridge. Only non-tensor FLOPs "
-            f"are counted (as ncu's roofline does), so tensor-core kernels sit low by construction.{note}"
-        ),
-        spec=finish(alt, chart, roofs=rounded(roofs), points=points),
-        source=ds.sql,
-    )
+    return alt.layer(roof, dots).properties(width=WIDTH - 260, height=320)
 
 
-def ncu_throughput(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_throughput")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    data = [dict(r, label=labels[r["launch"]], share_pct=r["share_pct"] or 0) for r in rounded(ds.rows)]
+def throughput_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
+    labels = ncu_labels(rows)
+    data = [dict(r, label=labels[r["launch"]], share_pct=r["share_pct"] or 0) for r in rounded(rows)]
+    return Frame({"data": data})
+
+
+def throughput_draw(alt: Any, f: Frame) -> Any:
     guide = (
         alt.Chart(alt.Data(values=[{"v": 0}, {"v": 100}]))
         .mark_line(color="#999", strokeDash=[4, 4])
@@ -202,7 +174,7 @@ def ncu_throughput(alt: Any, d: Diagnosis) -> Chart | None:
             size=alt.Size("share_pct:Q", title="share of GPU time (%)", scale=alt.Scale(range=[30, 600])),
             color=alt.Color(
                 "bottleneck:N",
-                scale=alt.Scale(**scale(BOTTLENECK_COLORS, {r["bottleneck"] for r in data if r["bottleneck"]})),
+                scale=alt.Scale(**scale(BOTTLENECK_COLORS, {r["bottleneck"] for r in f.rows if r["bottleneck"]})),
             ),
             tooltip=[
                 alt.Tooltip("launch:N", title="kernel"),
@@ -215,15 +187,58 @@ def ncu_throughput(alt: Any, d: Diagnosis) -> Chart | None:
             ],
         )
     )
-    chart = alt.layer(guide, dots).properties(width=360, height=360)
-    return Chart(
-        id="ncu-throughput",
-        section="ncu",
-        title="Compute against memory throughput",
-        caption=(
+    return alt.layer(guide, dots).properties(width=360, height=360)
+
+
+NCU_CHARTS: list[ChartSpec] = [
+    ChartSpec(
+        "ncu-stalls",
+        "ncu",
+        "Warp-stall reasons of the hottest kernels",
+        (
+            "Why warps were not issuing, per profiled kernel (most GPU time first): long_scoreboard is waiting for "
+            "global or local memory, barrier for __syncthreads, math_pipe_throttle for a busy pipe."
+        ),
+        stalls_frame,
+        stalls_draw,
+        dataset="ncu_stalls",
+    ),
+    ChartSpec(
+        "ncu-occupancy",
+        "ncu",
+        "Achieved against theoretical occupancy",
+        (
+            "Bars: achieved occupancy; red ticks: the theoretical limit from registers, shared memory and block "
+            "size (hover for the limiter). A bar far below its tick means tail effects or imbalance."
+        ),
+        occupancy_frame,
+        occupancy_draw,
+        dataset="ncu_occupancy",
+    ),
+    ChartSpec(
+        "ncu-roofline",
+        "ncu",
+        "Roofline (FP32)",
+        lambda f: (
+            "Each profiled kernel's FLOP rate against its FLOPs per DRAM byte, under the GPU's FP32 roofs: the "
+            "sloped roof is DRAM bandwidth, the flat one FP32 peak, meeting at the ridge. Only non-tensor FLOPs "
+            "are counted (as ncu's roofline does), so tensor-core kernels sit low by construction."
+            + (f" {f.note}." if f.note else "")
+        ),
+        roofline_frame,
+        roofline_draw,
+        dataset="ncu_roofline",
+    ),
+    ChartSpec(
+        "ncu-throughput",
+        "ncu",
+        "Compute against memory throughput",
+        (
             "Each profiled kernel's SM and memory throughput as % of peak, sized by its share of GPU time. Kernels "
             "near neither axis' peak are latency-bound: too little parallel work or long dependency chains."
         ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
+        throughput_frame,
+        throughput_draw,
+        dataset="ncu_throughput",
+    ),
+]
