@@ -9,9 +9,8 @@ read only these.
 Where the database lives:
 - with --db, in that file: written under a temporary name, renamed when complete, then
   reopened read-only for the rules;
-- without it, for inputs of up to IN_MEMORY_MAX_MB of data, in memory: once ingest has filled
-  the base tables, they move into a fresh instance that never loaded the SQLite reader
-  (fresh.py), where the views are built and the summary and rules read, sandboxed;
+- without it, for inputs of up to IN_MEMORY_MAX_MB of data, in memory: the rules read it
+  through the connection that built it, sandboxed (rules.check_select keeps them to reading);
 - without it, for larger inputs, in a temporary file, reopened read-only like --db's.
 """
 
@@ -37,7 +36,7 @@ from nsight_doctor.db import first_line, one, quiet, quote, sandbox, scalar, tab
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
 from nsight_doctor.runtime import duckdb_threads
-from nsight_doctor.store import fresh, taxonomy
+from nsight_doctor.store import taxonomy
 
 CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
 WORD = re.compile(r"\b\w+\b")
@@ -216,9 +215,6 @@ def build(
         for path in inputs:
             infos.append(load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout))
         finish(con)
-        if tmp is None:
-            # The store's readers never see the instance that ingest loaded extensions into.
-            con = fresh.move(con, config)
         if memory_limit is None:
             # The default follows the file's size; the views need memory by operations.
             need = rows_memory_limit(con)
