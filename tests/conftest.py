@@ -108,4 +108,6 @@ def pytest_collection_modifyitems(config, items):
         for mark in item.iter_markers("skipif"):
             if "corpus not found" in str(mark.kwargs.get("reason", "")):
                 item.add_marker(pytest.mark.corpus)
+
+
 requires_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys is not installed (Debian package nsight-systems)")

@@ -393,8 +393,8 @@ def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, ne
 
 
 def test_rules_may_call_none_of_the_functions_the_sqlite_reader_adds():
-    """The store's instance never loads the SQLite reader (test below); every function it adds
-    is refused all the same, by the second line (a new version of the extension may add more)."""
+    """An in-memory store (small inputs, built-in rules only) keeps the SQLite reader loaded;
+    every function it adds is refused by the second line (a new version may add more)."""
     from nsight_doctor.ingest.nsys_export import load_sqlite_extension
     from nsight_doctor.rules import SQLITE_READER_FUNCTIONS, denied_table_functions
 
@@ -429,13 +429,14 @@ def test_rule_test_cases_are_sandboxed_too(tmp_path):
 
 
 # --- the construction holds without the second line of defence -----------------------------
-# With check_functions (the list of what reviews found) turned off, what a rule could do to reach
-# outside the store still fails: the store's instance never loaded the SQLite reader, external
-# access is off, the configuration is locked, what runs is the one parsed SELECT, and a query is
-# interrupted after its time limit. What only the second line stops is listed in the
-# parametrization above and not tried here: forged aggregate states and deeply nested documents
-# crash the process, reservoir_quantile invalidates the instance, and enable_logging,
-# enable_profiling or setseed change the instance's state despite the lock.
+# With check_functions (the list of what reviews found) turned off, what a rule from --rules could
+# do to reach outside the store still fails: its store is in a file, opened read-only in an
+# instance that never loaded the SQLite reader, external access is off, the configuration is
+# locked, what runs is the one parsed SELECT, and a query is interrupted after its time limit.
+# What only the second line stops is listed in the parametrization above and not tried here:
+# forged aggregate states and deeply nested documents crash the process, reservoir_quantile
+# invalidates the instance, and enable_logging, enable_profiling or setseed change the
+# instance's state despite the lock.
 
 CONSTRUCTION = [
     ("\"SELECT 0 AS impact_ns, count(*) AS n FROM read_csv('/etc/passwd')\"", "disabled by configuration"),
@@ -460,7 +461,7 @@ CONSTRUCTION = [
 ]
 
 
-@pytest.mark.parametrize("where", ["memory", "file"])
+@pytest.mark.parametrize("where", ["temporary", "db"])
 @pytest.mark.parametrize("query,needle", CONSTRUCTION)
 def test_the_store_holds_without_the_function_checks(tmp_path, monkeypatch, where, query, needle):
     from nsight_doctor import AnalyzeOptions, analyze
@@ -471,7 +472,7 @@ def test_the_store_holds_without_the_function_checks(tmp_path, monkeypatch, wher
     folder = tmp_path / "rules"
     folder.mkdir()
     (folder / "sneaky.yaml").write_text(RULE.format(query=query))
-    db = str(tmp_path / "store.duckdb") if where == "file" else None
+    db = str(tmp_path / "store.duckdb") if where == "db" else None
     opts = AnalyzeOptions(rules_dirs=[str(folder)], select=["sneaky"], db=db, rule_timeout=1)
     with pytest.raises(DoctorError) as e:
         analyze([str(GRAPHS)], opts)
@@ -479,13 +480,15 @@ def test_the_store_holds_without_the_function_checks(tmp_path, monkeypatch, wher
     assert not (tmp_path / "leak.csv").exists()
 
 
-@pytest.mark.parametrize("where", ["memory", "file"])
+@pytest.mark.parametrize("where", ["temporary", "db"])
 def test_the_rules_store_never_loaded_the_sqlite_reader(tmp_path, where):
-    """Ingest reads the SQLite export through DuckDB's SQLite reader; the store that the
-    summary and the rules read is in an instance that never loaded it, locked down."""
+    """Ingest reads the SQLite export through DuckDB's SQLite reader; the store that rules from
+    --rules read (in a file: engine.py asks for one) is opened in an instance that never loaded
+    it, locked down and read-only."""
     from nsight_doctor import store
 
-    built = store.build([GRAPHS], db=tmp_path / "store.duckdb" if where == "file" else None)
+    built = store.build([GRAPHS], db=tmp_path / "store.duckdb" if where == "db" else None, in_memory=False)
+    assert built.memory is None
     try:
         con = built.connect()
         assert con.execute("SELECT count(*) > 0 FROM base_kernels").fetchall() == [(True,)]
@@ -496,9 +499,8 @@ def test_the_rules_store_never_loaded_the_sqlite_reader(tmp_path, where):
         assert settings["autoload_known_extensions"] == "false"
         with pytest.raises(duckdb.Error):
             con.execute("SET enable_external_access = true")
-        if where == "file":
-            with pytest.raises(duckdb.Error, match="read-only"):
-                con.execute("DELETE FROM base_kernels")
+        with pytest.raises(duckdb.Error, match="read-only"):
+            con.execute("DELETE FROM base_kernels")
     finally:
         built.close()
 

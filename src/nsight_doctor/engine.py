@@ -165,6 +165,9 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 memory_limit=opts.memory_limit,
                 export_timeout=opts.export_timeout,
                 on_memory_limit=heard_limit,
+                # Rules from --rules are anyone's SQL: they read a store in a file, opened in a
+                # fresh DuckDB instance that never loaded the SQLite reader (store.py).
+                in_memory=not opts.rules_dirs,
             )
         try:
             con = built.connect()

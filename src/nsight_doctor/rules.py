@@ -6,10 +6,11 @@ $parameters. Each row it returns is a finding; the row's ``impact_ns`` is the ti
 the problem would recover, which ranks the findings.
 
 A rule is data anyone can pass with --rules, and it is safe by construction: what runs is the
-one SELECT statement parsed from it (nothing else can), on a store whose DuckDB instance never
-loaded an extension that reads files (store/fresh.py), with external access off, the
-configuration locked (db.sandbox) and, in a file, read-only; each query is interrupted after
-a time limit, and the store's memory limit bounds it. check_functions, a second line of
+one SELECT statement parsed from it (nothing else can), on a store in a file opened read-only in
+a DuckDB instance that never loaded an extension that reads files (engine.py asks for one when
+--rules is given; store.py), with external access off and the configuration locked
+(db.sandbox); each query is interrupted after a time limit, and the store's memory limit bounds
+its sorts, joins and aggregates. check_functions, a second line of
 defence, refuses what DuckDB would still let a SELECT do: change settings or logging, run SQL
 given as a string, or forge aggregate states and nest documents deep enough to crash.
 """
@@ -189,8 +190,9 @@ def save_rule_data(key: str, data: dict[str, Any]) -> None:
 # and its settings (checkpoint, enable_logging).
 TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
 # The SQLite reader's table functions, refused too: they open any SQLite file whatever the
-# sandbox says (sqlite_attach can replace the store's views). The store's instance never loads
-# the reader (store/fresh.py); test_untrusted.py checks that these are all the reader adds.
+# sandbox says (sqlite_attach can replace the store's views) and stay loaded in an in-memory store
+# (store.py), which only the built-in rules read; test_untrusted.py checks that these are all
+# the reader adds.
 SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
 # Other functions a rule may not call: json_serialize_plan plans SQL given as a string, which
 # opens the SQLite files its table functions name; finalize and combine take an aggregate's
