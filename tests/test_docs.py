@@ -34,7 +34,9 @@ def test_schema_md_documents_every_view_column():
         built.close()
 
 
-@pytest.mark.parametrize("name", ["decode_b1", "decode_b1_gpumetrics", "decode_b1_graphs"])
+@pytest.mark.parametrize(
+    "name", ["decode_b1", pytest.param("decode_b1_gpumetrics", marks=pytest.mark.slow), "decode_b1_graphs"]
+)
 def test_json_output_matches_its_schema(name):
     schema = json.loads((REPO / "src/nsight_doctor/render/report_schema.json").read_text())
     r = run_cli("analyze", str(sample(name)), "--format", "json")

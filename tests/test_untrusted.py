@@ -131,6 +131,7 @@ def test_markdown_escape(raw, escaped):
     assert escape(raw) == escaped
 
 
+@pytest.mark.slow
 def test_paths_with_quotes_reach_sql_only_as_literals(tmp_path):
     """File names are untrusted too: quotes and SQL in them do not change a statement."""
     folder = tmp_path / "it's; DROP TABLE x; --"
@@ -461,7 +462,8 @@ CONSTRUCTION = [
 ]
 
 
-@pytest.mark.parametrize("where", ["temporary", "db"])
+# The same store either way (a file): --db's half is in the slow tier.
+@pytest.mark.parametrize("where", ["temporary", pytest.param("db", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("query,needle", CONSTRUCTION)
 def test_the_store_holds_without_the_function_checks(tmp_path, monkeypatch, where, query, needle):
     from nsight_doctor import AnalyzeOptions, analyze
