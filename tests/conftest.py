@@ -75,4 +75,40 @@ def nsys_available() -> bool:
 
 
 requires_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+
+# The test tiers (CONTRIBUTING.md, markers declared in pyproject.toml). The default run
+# (`pytest -n auto`) is the fast tier: units, rule cases, renderer snapshots, the CLI. The others
+# run with `pytest -m "" -n auto` (.ci/run): `slow`, end to end over the samples; `corpus`, other
+# people's profiles; `fuzz`, the mutation fuzzer; `browser`, Chromium and poppler. Mark a test
+# with @pytest.mark.slow (or another tier), or a whole file here.
+FILE_TIERS = {
+    "test_archive.py": "slow",
+    "test_bad_inputs.py": "slow",
+    "test_comm.py": "slow",
+    "test_corpus.py": "corpus",
+    "test_fuzz.py": "fuzz",
+    "test_invariants.py": "slow",
+    "test_llm_samples.py": "slow",
+    "test_ncu.py": "slow",
+    "test_nsys_export.py": "slow",
+    "test_nvprof.py": "slow",
+    "test_provenance.py": "slow",
+    "test_resources.py": "slow",
+    "test_samples.py": "slow",
+    "test_timeline.py": "slow",
+}
+TIERS = ("slow", "corpus", "fuzz", "browser")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = FILE_TIERS.get(item.path.name)
+        if tier and not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker(getattr(pytest.mark, tier))
+        # A test that needs the corpus is in its tier wherever it is.
+        for mark in item.iter_markers("skipif"):
+            if "corpus not found" in str(mark.kwargs.get("reason", "")):
+                item.add_marker(pytest.mark.corpus)
+
+
 requires_nsys = pytest.mark.skipif(not nsys_available(), reason="nsys is not installed (Debian package nsight-systems)")

@@ -23,10 +23,11 @@ import duckdb
 import pytest
 
 from conftest import CORPUS, REPO, SAMPLES, requires_corpus, run_cli, sample
-from nsight_doctor import AnalyzeOptions, analyze, docgen
+from nsight_doctor import AnalyzeOptions, analyze
 from nsight_doctor.archive import schema
 from nsight_doctor.archive.discover import discover
 from nsight_doctor.archive.ingest import exclusive
+from nsight_doctor.docgen import pages as docgen
 
 FULL_CORPUS = bool(os.environ.get("NSIGHT_DOCTOR_FULL_CORPUS"))
 

@@ -87,11 +87,13 @@ def test_analyze_markdown_has_summary_findings_and_provenance():
     assert "Nsight Systems 2025.3" in md
 
 
+@pytest.mark.slow
 def test_fail_on_sets_exit_code_1():
     assert run_cli("analyze", B1, "--fail-on", "high").returncode == 1
     assert run_cli("analyze", B1, "--fail-on", "critical").returncode == 0
 
 
+@pytest.mark.slow
 def test_select_ignore_and_threshold_override():
     r = run_cli("analyze", B1, "--format", "json", "--select", "small-batch-decode,pageable-memcpy")
     assert [f["rule_id"] for f in json.loads(r.stdout)["findings"]] == ["pageable-memcpy", "small-batch-decode"]
@@ -115,6 +117,7 @@ def test_bad_options_get_one_line(args, needle):
     one_error_line(run_cli("analyze", B1, *args), needle)
 
 
+@pytest.mark.slow
 def test_db_keeps_a_queryable_store(tmp_path):
     db = tmp_path / "store.duckdb"
     r = run_cli("analyze", B1, "--db", str(db), "-q")
@@ -143,6 +146,7 @@ def test_a_group_without_a_command_shows_its_help(args):
     assert r.stdout.startswith("Usage: ") and "Commands:" in r.stdout and len(r.stdout.splitlines()) > 5
 
 
+@pytest.mark.slow
 def test_gaps_option_sets_how_many_gaps_text_and_markdown_show():
     for n in (1, 8):
         text = run_cli("analyze", B1, "--gaps", str(n)).stdout
@@ -176,6 +180,7 @@ def test_rules_list_and_explain():
     one_error_line(run_cli("rules", "explain", "nope"), "no rule 'nope'")
 
 
+@pytest.mark.slow
 def test_rules_test_runs_every_case():
     r = run_cli("rules", "test")
     assert r.returncode == 0, r.stdout
@@ -284,6 +289,7 @@ def test_compressed_export_is_analysed(tmp_path):
     assert sorted(q.name for q in tmp_path.iterdir()) == ["run.sqlite.gz"]  # nothing written beside
 
 
+@pytest.mark.slow
 def test_samples_are_never_modified():
     paths = [p for n in ("decode_b1", "decode_b512", "decode_b1_graphs") for p in (sample(n), sample(n, ".nsys-rep"))]
     before = {p: sha256(p) for p in paths}

@@ -94,6 +94,7 @@ def oracle_pair(exports, a: str, b: str) -> tuple[float, float]:
 # Verdicts and gates against the oracle -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_graphs_against_eager(diagnoses, exports):
     eager, graphs = oracle_pair(exports, "decode_b1", "decode_b1_graphs")
     c = cmp(diagnoses, "decode_b1", "decode_b1_graphs")
@@ -115,6 +116,7 @@ def test_graphs_against_eager(diagnoses, exports):
     assert "host-sync" not in {r for r, _ in diff}
 
 
+@pytest.mark.slow
 def test_b512_is_slower_per_step_but_not_per_token(diagnoses, exports):
     b1, b512 = oracle_pair(exports, "decode_b1", "decode_b512")
     assert b512 > 1.1 * b1  # the premise
@@ -142,6 +144,7 @@ def test_b512_is_slower_per_step_but_not_per_token(diagnoses, exports):
         ("tp2_straggler", "tp2_exposed", "faster"),
     ],
 )
+@pytest.mark.slow
 def test_tensor_parallel_variants(diagnoses, exports, base, cand, direction):
     mb, mc = decode_step_median(exports, base), decode_step_median(exports, cand)
     c = cmp(diagnoses, base, cand)
@@ -159,6 +162,7 @@ def test_tensor_parallel_variants(diagnoses, exports, base, cand, direction):
     assert not {"gpu-count", "gpu-model", "kernel-mix"} & {w.code for w in c.warnings}
 
 
+@pytest.mark.slow
 def test_overlap_doubles_the_launches(diagnoses):
     c = cmp(diagnoses, "tp2_exposed", "tp2_overlap")
     main = c.verdict.causes[0]
@@ -170,6 +174,7 @@ def test_overlap_doubles_the_launches(diagnoses):
     assert f"{k0.kernels / k0.steps:,.0f} kernels → {k1.kernels / k1.steps:,.0f} kernels" in c.verdict.text
 
 
+@pytest.mark.slow
 def test_sdpa_against_eager_attention(diagnoses, exports):
     eager, sdpa = oracle_pair(exports, "hf_eager_attn", "hf_sdpa")
     c = cmp(diagnoses, "hf_eager_attn", "hf_sdpa", fail_on_regression=0)
@@ -186,6 +191,7 @@ def test_sdpa_against_eager_attention(diagnoses, exports):
     assert all(k.match != "shape" or k.shapes[0] == k.shapes[1] for k in everything.values())
 
 
+@pytest.mark.slow
 def test_static_cache_is_slower_eagerly(diagnoses, exports):
     dyn, static = oracle_pair(exports, "hf_cat_cache", "hf_static_cache")
     c = cmp(diagnoses, "hf_cat_cache", "hf_static_cache", fail_on_regression=10)
@@ -198,6 +204,7 @@ def test_static_cache_is_slower_eagerly(diagnoses, exports):
     assert attn.match == "shape" and attn.mean_ns[1] > 1.5 * attn.mean_ns[0]
 
 
+@pytest.mark.slow
 def test_grouped_experts_against_the_eager_expert_loop(diagnoses, exports):
     """The same MoE generate loop with transformers' grouped experts: faster mainly because the
     per-expert host syncs are gone; moe-routing is resolved."""
@@ -211,6 +218,7 @@ def test_grouped_experts_against_the_eager_expert_loop(diagnoses, exports):
     assert ("moe-routing", "resolved") in diff
 
 
+@pytest.mark.slow
 def test_sampling_on_the_gpu_against_the_host(diagnoses):
     c = cmp(diagnoses, "hf_sample_host", "hf_sample_gpu")
     assert c.verdict.direction == "faster" and "waiting for the CPU (work outside CUDA) fell" in c.verdict.text
@@ -218,6 +226,7 @@ def test_sampling_on_the_gpu_against_the_host(diagnoses):
     assert ("host-sampling", "resolved") in diff
 
 
+@pytest.mark.slow
 def test_decode_phase_is_the_decode_step_time(diagnoses, exports):
     """The prefill step is not in the decode step time (the steady state's median has it)."""
     s = diagnoses("hf_eager_attn").summary
@@ -232,6 +241,7 @@ def test_decode_phase_is_the_decode_step_time(diagnoses, exports):
 # One definition per quantity: compare shows what analyze shows ---------------------------------
 
 
+@pytest.mark.slow
 def test_compare_numbers_equal_analyze_numbers(tmp_path):
     a = run_cli("analyze", str(sample("decode_b1")), "--format", "json")
     b = run_cli("analyze", str(sample("decode_b1_graphs")), "--format", "json")
@@ -264,6 +274,7 @@ def test_compare_numbers_equal_analyze_numbers(tmp_path):
     assert transfers["memcpy_bytes"] == [s["memcpy"]["bytes"] for s in sums]
 
 
+@pytest.mark.slow
 def test_steady_categories_sum_to_the_summary_categories(diagnoses):
     for name in ("decode_b1", "tp2_straggler", "hf_sdpa"):
         s = diagnoses(name).summary
@@ -274,6 +285,7 @@ def test_steady_categories_sum_to_the_summary_categories(diagnoses):
         assert per_gpu == {c.category or "?": c.total_ns for c in s.kernel_categories if c.scope == "steady"}
 
 
+@pytest.mark.slow
 def test_ncu_deltas_are_the_reports_numbers():
     b1 = analyze([sample("decode_b1"), SAMPLES / "ncu" / "ncu_decode_b1_full.ncu-rep.xz"])
     b512 = analyze([sample("decode_b512"), SAMPLES / "ncu" / "ncu_decode_b512_full.ncu-rep.xz"])
@@ -300,6 +312,7 @@ def test_ncu_deltas_are_the_reports_numbers():
 # Comparability ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gpu_count_and_capture_length_are_flagged(diagnoses):
     codes = {w.code for w in cmp(diagnoses, "decode_b1", "tp2_exposed").warnings}
     assert "gpu-count" in codes and "gpu-model" not in codes
@@ -311,6 +324,7 @@ def test_gpu_count_and_capture_length_are_flagged(diagnoses):
 
 
 @requires_corpus
+@pytest.mark.slow
 def test_another_workload_on_another_gpu_is_flagged(diagnoses):
     heat = CORPUS / "teektonik__reports" / "task2_1024.export-nsys2022.4.sqlite"
     if not heat.exists():
@@ -321,6 +335,7 @@ def test_another_workload_on_another_gpu_is_flagged(diagnoses):
     assert "Caution: the GPUs differ, and the kernels differ" in c.verdict.text
 
 
+@pytest.mark.slow
 def test_a_profile_without_steps_compares_the_steady_state(diagnoses):
     """Without steps on one side, the verdict falls back to the GPU activity window, and the
     per-step tables to steady-state totals."""
@@ -343,6 +358,7 @@ def test_a_profile_without_steps_compares_the_steady_state(diagnoses):
 # Output ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_text_fits_a_terminal_and_names_the_gate(diagnoses):
     c = cmp(diagnoses, "decode_b1", "decode_b512", "decode_b1_graphs", fail_on_regression=10)
     text = render_text(c, verbose=True)
@@ -352,6 +368,7 @@ def test_text_fits_a_terminal_and_names_the_gate(diagnoses):
         assert title in text
 
 
+@pytest.mark.slow
 def test_json_follows_the_schema_and_the_issue(diagnoses):
     c = cmp(diagnoses, "tp2_exposed", "tp2_straggler", fail_on_regression=5)
     out = json.loads(json.dumps(to_dict(c)))
@@ -376,6 +393,7 @@ def hostile(tmp_path_factory):
     return analyze([p])
 
 
+@pytest.mark.slow
 def test_untrusted_names_and_labels_stay_inert(hostile, diagnoses):
     c = compare([Profile(HOSTILE, "x", diagnoses("decode_b1")), Profile("h<b>", "y", hostile)])
     md = render_markdown(c)
@@ -389,6 +407,7 @@ def test_untrusted_names_and_labels_stay_inert(hostile, diagnoses):
     assert "<img src=x" not in page and "h<b>" not in page and "&lt;img src=x" in page
 
 
+@pytest.mark.slow
 def test_markdown_tables_keep_their_columns(hostile, diagnoses):
     c = compare([Profile("a|b", "x", diagnoses("decode_b1")), Profile("h", "y", hostile)])
     md = render_markdown(c)
@@ -402,12 +421,19 @@ def test_markdown_tables_keep_their_columns(hostile, diagnoses):
 # The command line ------------------------------------------------------------------------------
 
 
-def test_cli_gate_exit_codes():
-    b1, graphs = "samples/decode_b1/decode_b1.sqlite", "samples/decode_b1_graphs/decode_b1_graphs.sqlite"
-    ok = run_cli("compare", b1, graphs, "--fail-on-regression", "10", "--label", "eager", "--label", "graphs")
+B1, GRAPHS = "samples/decode_b1/decode_b1.sqlite", "samples/decode_b1_graphs/decode_b1_graphs.sqlite"
+
+
+def test_cli_compare_snapshot_and_passed_gate():
+    ok = run_cli("compare", B1, GRAPHS, "--fail-on-regression", "10", "--label", "eager", "--label", "graphs")
     assert ok.returncode == 0, ok.stderr
     assert "The graphs run is" in ok.stdout and "passed" in ok.stdout
     check_snapshot("compare_eager_graphs.txt", ok.stdout)
+
+
+@pytest.mark.slow
+def test_cli_gate_exit_codes():
+    b1, graphs = B1, GRAPHS
     bad = run_cli("compare", graphs, b1, "--fail-on-regression", "10", "--format", "json")
     assert bad.returncode == 1, bad.stderr
     gate = json.loads(bad.stdout)["gate"]
@@ -433,6 +459,7 @@ def html_report(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_cli_html_report(html_report):
     page = html_report.read_text()
     assert "The &lt;graphs&gt; run is" in page and "<graphs>" not in page
@@ -444,6 +471,7 @@ def test_cli_html_report(html_report):
 
 
 @requires_chromium
+@pytest.mark.browser
 def test_html_report_draws_offline(html_report, tmp_path):
     browser = Browser()
     try:
@@ -499,6 +527,7 @@ def test_analyze_with_two_timelines_points_to_compare():
     assert "nsight-doctor compare" in r.stderr
 
 
+@pytest.mark.slow
 def test_gate_without_a_value_is_bad_input(diagnoses):
     with pytest.raises(CompareError, match="'decode_step' has no value for hf_startup"):
         cmp(diagnoses, "decode_b1", "hf_startup", metric="decode_step", fail_on_regression=1)

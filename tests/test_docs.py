@@ -10,8 +10,10 @@ import jsonschema
 import pytest
 
 from conftest import REPO, run_cli, sample
-from nsight_doctor import docgen, store
+from nsight_doctor import store
+from nsight_doctor.docgen import pages as docgen
 from nsight_doctor.model import TAGS
+from nsight_doctor.store.docs import view_docs
 
 
 def test_generated_docs_are_current():
@@ -22,7 +24,7 @@ def test_schema_md_documents_every_view_column():
     built = store.build([sample("decode_b1_graphs")])
     try:
         con = built.connect()
-        for name, _, cols in docgen.view_docs():
+        for name, _, cols in view_docs():
             macro = re.search(rf"CREATE MACRO {name}\((.*?)\) AS TABLE", store.view_sql(name))
             args = ", ".join("NULL" for _ in macro.group(1).split(",")) if macro else None
             target = f"SELECT * FROM {name}({args})" if macro else name
@@ -32,7 +34,9 @@ def test_schema_md_documents_every_view_column():
         built.close()
 
 
-@pytest.mark.parametrize("name", ["decode_b1", "decode_b1_gpumetrics", "decode_b1_graphs"])
+@pytest.mark.parametrize(
+    "name", ["decode_b1", pytest.param("decode_b1_gpumetrics", marks=pytest.mark.slow), "decode_b1_graphs"]
+)
 def test_json_output_matches_its_schema(name):
     schema = json.loads((REPO / "src/nsight_doctor/render/report_schema.json").read_text())
     r = run_cli("analyze", str(sample(name)), "--format", "json")

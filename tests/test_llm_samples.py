@@ -280,7 +280,7 @@ def test_sampling_on_the_host_and_launch_waiting_lead_with_numbers_from_sql(runs
     assert f.evidence["copies"] == len(gaps) and f.evidence["median_bytes"] == 8 * 32000 * 4
     # It claims the time the launching thread was not launching: blocked, in CUDA calls, or
     # running code (the oracle's walk of the thread).
-    parts = {(g.start, g.end): g.parts for g in oracle.gaps(oracle.open_export(export_path("hf_sample_host", None)))}
+    parts = {(g.start, g.end): g.parts for g in oracle.gaps(oracle.open_export(sample("hf_sample_host")))}
     assert f.impact_ns == sum(parts[g]["sync"] + parts[g]["cpu"] + parts[g]["api"] for g in gaps)
     assert f.impact_ns > 0.95 * sum(e - s for s, e in gaps)
     launch = finding(d, "launch-bound")

@@ -81,6 +81,7 @@ def test_every_kernel_category_has_a_colour():
     assert set(CATEGORY_IDS) <= set(charts_mod.CATEGORY_COLORS)
 
 
+@pytest.mark.slow
 def test_charts_follow_the_data(reports):
     ids = {name: [c.id for c in charts] for name, (_, charts, _, _) in reports.items()}
     common = ["gpu-utilisation", "timeline", "kernel-categories", "top-kernels", "idle-gaps"]
@@ -98,6 +99,7 @@ def test_charts_follow_the_data(reports):
     assert "no repeated NVTX range" in reports["hf_cb_graphs"][0].datasets["timeline"].note
 
 
+@pytest.mark.slow
 def test_html_is_one_small_offline_file(reports):
     for name, (_, charts, page, _) in reports.items():
         text = page.read_text()
@@ -119,6 +121,7 @@ def same(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 def test_chart_data_sql_gives_the_same_rows(reports):
     for name, (d, _, _, store) in reports.items():
         con = duckdb.connect(str(store), read_only=True)
@@ -150,6 +153,7 @@ ALL_DRAWN = (
 
 @requires_chromium
 @pytest.mark.parametrize("name", ["decode_b1_gpumetrics", "hf_cb_graphs", "decode_b512_ncu", "hostile"])
+@pytest.mark.browser
 def test_html_in_chromium(reports, browser, name, tmp_path):
     _, charts, page, _ = reports[name]
     browser.open(page, ALL_DRAWN)
@@ -173,6 +177,7 @@ def test_html_in_chromium(reports, browser, name, tmp_path):
 
 
 @requires_chromium
+@pytest.mark.browser
 def test_hostile_names_stay_text_in_chromium(reports, browser):
     _, _, page, _ = reports["hostile"]
     browser.open(page, ALL_DRAWN)
@@ -202,6 +207,7 @@ def test_hostile_names_stay_text_in_chromium(reports, browser):
     assert browser.errors() == []
 
 
+@pytest.mark.slow
 def test_hostile_names_are_escaped_in_the_files(reports, tmp_path):
     d, charts, page, _ = reports["hostile"]
     text = page.read_text()
@@ -271,6 +277,7 @@ def test_html_and_notebook_snapshots(decode_b1):
     check_snapshot("decode_b1.ipynb.txt", cells + "\n")
 
 
+@pytest.mark.slow
 def test_notebook_is_valid_and_runs(decode_b1):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -294,6 +301,7 @@ def test_notebook_is_valid_and_runs(decode_b1):
     keep_artifact(executed)
 
 
+@pytest.mark.slow
 def test_cli_html_with_charts_and_default_name(tmp_path):
     r = run_cli("analyze", str(sample("decode_b1_graphs")), "--format", "html", "--charts", "charts", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -306,6 +314,7 @@ def test_cli_html_with_charts_and_default_name(tmp_path):
     assert all((tmp_path / "charts" / p).read_bytes().startswith(b"\x89PNG") for p in pngs)
 
 
+@pytest.mark.slow
 def test_cli_output_file_for_text_formats_with_charts(tmp_path):
     args = ["analyze", str(sample("decode_b1_graphs")), "--format", "json", "-o", "out/d.json", "--charts", "c"]
     r = run_cli(*args, cwd=tmp_path)
@@ -314,6 +323,7 @@ def test_cli_output_file_for_text_formats_with_charts(tmp_path):
     assert (tmp_path / "c" / "timeline.svg").exists() and (tmp_path / "c" / "timeline.png").exists()
 
 
+@pytest.mark.slow
 def test_cli_notebook_keeps_its_store(tmp_path):
     args = ["analyze", str(sample("decode_b1_graphs")), "--format", "ipynb", "-o", "nb/run.ipynb"]
     for _ in range(2):  # the second run replaces the store it made the first time
@@ -345,6 +355,7 @@ def test_cli_pdf_without_a_browser(tmp_path):
 
 @requires_chromium
 @requires_poppler
+@pytest.mark.browser
 def test_cli_pdf(tmp_path):
     r = run_cli("analyze", str(sample("decode_b1_graphs")), "--format", "pdf", "-o", "report.pdf", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -359,6 +370,7 @@ def test_cli_pdf(tmp_path):
     keep_artifact(pages[0])
 
 
+@pytest.mark.slow
 def test_phases_appear_with_the_summary_phases(reports):
     """The phase table and the step-time chart come from summary.phases: continuous batching
     has a prefill, mixed prefill-decode steps, then decode (after the start-up: the paged cache

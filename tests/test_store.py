@@ -13,8 +13,8 @@ from nsight_doctor.errors import InputError
 @pytest.mark.parametrize("kept", [False, True], ids=["in-memory", "db-file"])
 def test_rules_connection_is_closed_to_files_and_settings(kept, tmp_path):
     """Small inputs are analysed in memory, --db stores in a file: either way a rule's
-    connection reads the store and nothing else; a file store is also read-only (in memory,
-    rules.check_select lets only one SELECT run, test_untrusted.py)."""
+    connection reads the store and nothing else; a file store is also read-only (in memory, read
+    by the built-in rules only, the one SELECT that rules.check_select parsed runs)."""
     db = tmp_path / "run.duckdb" if kept else None
     built = store.build([sample("decode_b1_graphs")], db=db)
     assert (built.memory is None) == kept

@@ -131,6 +131,7 @@ def test_markdown_escape(raw, escaped):
     assert escape(raw) == escaped
 
 
+@pytest.mark.slow
 def test_paths_with_quotes_reach_sql_only_as_literals(tmp_path):
     """File names are untrusted too: quotes and SQL in them do not change a statement."""
     folder = tmp_path / "it's; DROP TABLE x; --"
@@ -380,6 +381,7 @@ RULE = textwrap.dedent("""\
         ('"CHECKPOINT"', "exactly one SELECT"),
     ],
 )
+@pytest.mark.slow  # one CLI run per case; the in-process cases below stay in the fast tier
 def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, needle):
     rules = tmp_path / "rules"
     rules.mkdir()
@@ -392,8 +394,8 @@ def test_a_rule_that_reaches_outside_the_store_fails_clearly(tmp_path, query, ne
 
 
 def test_rules_may_call_none_of_the_functions_the_sqlite_reader_adds():
-    """An in-memory store keeps the SQLite reader loaded for the rules; every function it adds
-    must be refused (a new version of the extension may add more)."""
+    """An in-memory store (small inputs, built-in rules only) keeps the SQLite reader loaded;
+    every function it adds is refused by the second line (a new version may add more)."""
     from nsight_doctor.ingest.nsys_export import load_sqlite_extension
     from nsight_doctor.rules import SQLITE_READER_FUNCTIONS, denied_table_functions
 
@@ -425,3 +427,94 @@ def test_rule_test_cases_are_sandboxed_too(tmp_path):
     r = run_cli("rules", "test", "sneaky", "--rules", str(rules))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "disabled by configuration" in r.stderr and "root:" not in r.stdout + r.stderr
+
+
+# --- the construction holds without the second line of defence -----------------------------
+# With check_functions (the list of what reviews found) turned off, what a rule from --rules could
+# do to reach outside the store still fails: its store is in a file, opened read-only in an
+# instance that never loaded the SQLite reader, external access is off, the configuration is
+# locked, what runs is the one parsed SELECT, and a query is interrupted after its time limit.
+# What only the second line stops is listed in the parametrization above and not tried here:
+# forged aggregate states and deeply nested documents crash the process, reservoir_quantile
+# invalidates the instance, and enable_logging, enable_profiling or setseed change the
+# instance's state despite the lock.
+
+CONSTRUCTION = [
+    ("\"SELECT 0 AS impact_ns, count(*) AS n FROM read_csv('/etc/passwd')\"", "disabled by configuration"),
+    ("\"SELECT 0 AS impact_ns, content AS n FROM read_text('/etc/hostname')\"", "disabled by configuration"),
+    ("\"SELECT 0 AS impact_ns, count(*) AS n FROM glob('/root/*')\"", "disabled by configuration"),
+    (f"\"SELECT 0 AS impact_ns, count(*) AS n FROM sqlite_scan('{GRAPHS}', 'StringIds')\"", "not in the catalog"),
+    (f"\"SELECT 0 AS impact_ns, 1 AS n FROM sqlite_attach('{GRAPHS}')\"", "not in the catalog"),
+    ("\"SELECT 0 AS impact_ns, 1 AS n FROM sqlite_query('x', 'DELETE FROM t')\"", "not in the catalog"),
+    (
+        '"SELECT 0 AS impact_ns, 1 AS n FROM json_execute_serialized_sql(json_serialize_sql('
+        f"'SELECT * FROM sqlite_scan(''{GRAPHS}'', ''StringIds'')'))\"",
+        "not in the catalog",
+    ),
+    ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('ATTACH ''/tmp/x.db'' AS x')\"", "Expected a single SELECT"),
+    ("\"SELECT 0 AS impact_ns, 1 AS n FROM query('DROP TABLE base_kernels')\"", "Expected a single SELECT"),
+    ("\"COPY (SELECT 1) TO '/tmp/leak.csv'\"", "exactly one SELECT"),
+    ('"DELETE FROM base_kernels"', "exactly one SELECT"),
+    ('"SET enable_external_access = true"', "exactly one SELECT"),
+    ('"LOAD sqlite_scanner"', "exactly one SELECT"),
+    ('"SELECT 0 AS impact_ns, sleep_ms(600000) AS n"', "ran longer than 1 s"),
+    ('"SELECT 0 AS impact_ns, count(*) AS n FROM range(1000000000000) a"', "ran longer than 1 s"),
+]
+
+
+# The same store either way (a file): --db's half is in the slow tier.
+@pytest.mark.parametrize("where", ["temporary", pytest.param("db", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("query,needle", CONSTRUCTION)
+def test_the_store_holds_without_the_function_checks(tmp_path, monkeypatch, where, query, needle):
+    from nsight_doctor import AnalyzeOptions, analyze
+    from nsight_doctor import rules as rules_mod
+    from nsight_doctor.errors import DoctorError
+
+    monkeypatch.setattr(rules_mod, "check_functions", lambda *args: None)
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "sneaky.yaml").write_text(RULE.format(query=query))
+    db = str(tmp_path / "store.duckdb") if where == "db" else None
+    opts = AnalyzeOptions(rules_dirs=[str(folder)], select=["sneaky"], db=db, rule_timeout=1)
+    with pytest.raises(DoctorError) as e:
+        analyze([str(GRAPHS)], opts)
+    assert needle in str(e.value) and "sneaky" in str(e.value)
+    assert not (tmp_path / "leak.csv").exists()
+
+
+@pytest.mark.parametrize("where", ["temporary", "db"])
+def test_the_rules_store_never_loaded_the_sqlite_reader(tmp_path, where):
+    """Ingest reads the SQLite export through DuckDB's SQLite reader; the store that rules from
+    --rules read (in a file: engine.py asks for one) is opened in an instance that never loaded
+    it, locked down and read-only."""
+    from nsight_doctor import store
+
+    built = store.build([GRAPHS], db=tmp_path / "store.duckdb" if where == "db" else None, in_memory=False)
+    assert built.memory is None
+    try:
+        con = built.connect()
+        assert con.execute("SELECT count(*) > 0 FROM base_kernels").fetchall() == [(True,)]
+        functions = {r[0] for r in con.execute("SELECT function_name FROM duckdb_functions()").fetchall()}
+        assert not {f for f in functions if f.startswith("sqlite")}
+        settings = dict(con.execute("SELECT name, value FROM duckdb_settings()").fetchall())
+        assert settings["enable_external_access"] == "false" and settings["lock_configuration"] == "true"
+        assert settings["autoload_known_extensions"] == "false"
+        with pytest.raises(duckdb.Error):
+            con.execute("SET enable_external_access = true")
+        with pytest.raises(duckdb.Error, match="read-only"):
+            con.execute("DELETE FROM base_kernels")
+    finally:
+        built.close()
+
+
+def test_a_rule_that_runs_too_long_fails_clearly(tmp_path):
+    """An interrupt of the rule's own time limit is an error (exit code 2), not a Ctrl-C (130)."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    endless = '"SELECT 0 AS impact_ns, count(*) AS n FROM range(1000000000000) a"'
+    (rules / "sneaky.yaml").write_text(RULE.format(query=endless))
+    (rules / "sneaky.test.yaml").write_text("rule: sneaky\ncases: [{name: x, expect: quiet}]\n")
+    r = run_cli("analyze", str(GRAPHS), "--rules", str(rules), "--select", "sneaky", "--rule-timeout", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    [line] = r.stderr.strip().splitlines()
+    assert "ran longer than 1 s" in line and "--rule-timeout" in line

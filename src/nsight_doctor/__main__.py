@@ -6,27 +6,7 @@ Ctrl-C while they load also ends in "nsight-doctor: interrupted" and exit code 1
 
 from __future__ import annotations
 
-import atexit
-import os
-import sys
-
-
-def exit_interrupted() -> None:
-    """Says so and exits with 130 (128 + SIGINT, as shells report an interrupted command).
-
-    The exit skips the interpreter's own shutdown: when Ctrl-C lands while a C extension
-    runs Python code (DuckDB's import does), CPython remembers the interrupt as unhandled
-    and, however the program then exits, kills itself with SIGINT. Cleanup of partial
-    files has already run where the interrupt was raised; what registered for exit runs
-    here."""
-    sys.stderr.write("nsight-doctor: interrupted\n")
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    atexit._run_exitfuncs()
-    os._exit(130)
+from nsight_doctor.errors import exit_interrupted
 
 
 def interrupted_import(e: BaseException) -> bool:

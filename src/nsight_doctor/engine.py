@@ -34,6 +34,7 @@ class AnalyzeOptions:
     cache: bool = False
     memory_limit: str | None = None  # DuckDB's memory limit, e.g. "2GB" (default: from the input's size)
     export_timeout: float | None = None  # seconds that an nsys export may take (None: no limit)
+    rule_timeout: float | None = rules.DEFAULT_TIMEOUT  # seconds that one query of a rule may take
 
 
 def analyze(inputs: Sequence[str | os.PathLike], options: AnalyzeOptions | None = None) -> Diagnosis:
@@ -164,6 +165,9 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 memory_limit=opts.memory_limit,
                 export_timeout=opts.export_timeout,
                 on_memory_limit=heard_limit,
+                # Rules from --rules are anyone's SQL: they read a store in a file, opened in a
+                # fresh DuckDB instance that never loaded the SQLite reader (store.py).
+                in_memory=not opts.rules_dirs,
             )
         try:
             con = built.connect()
@@ -175,7 +179,7 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 stage = "running the rules"
                 if opts.progress:
                     opts.progress("rules")
-                findings, skipped = rules.evaluate(con, chosen)
+                findings, skipped = rules.evaluate(con, chosen, opts.rule_timeout)
                 datasets = {}
                 if opts.report_data:
                     stage = "reading the charts' data"

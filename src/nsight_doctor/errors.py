@@ -1,9 +1,13 @@
-"""Errors that the command line reports as one line on stderr with exit code 2, and the tests
+"""Errors that the command line reports as one line on stderr with exit code 2, the tests
 that tell an interrupt or an exhausted memory limit from other failures, wherever they were
-wrapped."""
+wrapped, and the exit on an interrupt. Light on purpose: ``__main__`` imports it before
+anything heavy."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 from collections.abc import Iterator
 
 
@@ -64,3 +68,21 @@ def is_out_of_memory(e: BaseException) -> bool:
         if "Out of Memory Error" in str(x):
             return True
     return False
+
+
+def exit_interrupted() -> None:
+    """Says so and exits with 130 (128 + SIGINT, as shells report an interrupted command).
+
+    The exit skips the interpreter's own shutdown: when Ctrl-C lands while a C extension
+    runs Python code (DuckDB's import does), CPython remembers the interrupt as unhandled
+    and, however the program then exits, kills itself with SIGINT. Cleanup of partial
+    files has already run where the interrupt was raised; what registered for exit runs
+    here."""
+    sys.stderr.write("nsight-doctor: interrupted\n")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    atexit._run_exitfuncs()
+    os._exit(130)

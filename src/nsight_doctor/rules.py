@@ -1,10 +1,18 @@
 """Rules: load rule files, validate them, evaluate them on a store, and rank the findings.
 
 A rule is a YAML file (rules/<id>.yaml) with its test cases beside it (rules/<id>.test.yaml).
-Its query is one SELECT over the documented views, run on a sandboxed connection (check_select
-says what it may call), with the rule's thresholds bound as $parameters. Each row it returns
-is a finding; the row's ``impact_ns`` is the time that fixing the problem would recover, which
-ranks the findings.
+Its query is one SELECT over the documented views, with the rule's thresholds bound as
+$parameters. Each row it returns is a finding; the row's ``impact_ns`` is the time that fixing
+the problem would recover, which ranks the findings.
+
+A rule is data anyone can pass with --rules, and it is safe by construction: what runs is the
+one SELECT statement parsed from it (nothing else can), on a store in a file opened read-only in
+a DuckDB instance that never loaded an extension that reads files (engine.py asks for one when
+--rules is given; store.py), with external access off and the configuration locked
+(db.sandbox); each query is interrupted after a time limit, and the store's memory limit bounds
+its sorts, joins and aggregates. check_functions, a second line of
+defence, refuses what DuckDB would still let a SELECT do: change settings or logging, run SQL
+given as a string, or forge aggregate states and nest documents deep enough to crash.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
@@ -180,9 +189,10 @@ def save_rule_data(key: str, data: dict[str, Any]) -> None:
 # glob), run SQL given as a string (query, json_execute_serialized_sql) or change the database
 # and its settings (checkpoint, enable_logging).
 TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
-# The SQLite reader's table functions, refused too: they open any SQLite file (sqlite_attach can
-# replace the store's views) and stay loaded in an in-memory store (store.py). A fresh DuckDB
-# lacks them; test_untrusted.py checks that these are all the reader adds.
+# The SQLite reader's table functions, refused too: they open any SQLite file whatever the
+# sandbox says (sqlite_attach can replace the store's views) and stay loaded in an in-memory store
+# (store.py), which only the built-in rules read; test_untrusted.py checks that these are all
+# the reader adds.
 SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
 # Other functions a rule may not call: json_serialize_plan plans SQL given as a string, which
 # opens the SQLite files its table functions name; finalize and combine take an aggregate's
@@ -216,9 +226,10 @@ FUNCTIONS_DENIED = frozenset(
 )
 
 
-def check_select(path: Path, name: str, sql: str) -> None:
-    """A rule's SQL must be exactly one SELECT whose table functions are allowed ones (or the
-    store's own macros, which DuckDB does not know), calling none of FUNCTIONS_DENIED."""
+def check_select(path: Path, name: str, sql: str) -> duckdb.Statement:
+    """A rule's SQL as the statement that runs: exactly one SELECT, whose table functions are
+    allowed ones (or the store's own macros, which DuckDB does not know), calling none of
+    FUNCTIONS_DENIED (check_functions)."""
     import duckdb
 
     try:
@@ -227,6 +238,13 @@ def check_select(path: Path, name: str, sql: str) -> None:
         raise RuleError(f"{path}: {name} is not valid SQL ({str(e).splitlines()[0]})") from None
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise RuleError(f"{path}: {name} must be exactly one SELECT statement")
+    check_functions(path, name, sql)
+    return statements[0]
+
+
+def check_functions(path: Path, name: str, sql: str) -> None:
+    """The second line of defence: no table function but the allowed ones, none of
+    FUNCTIONS_DENIED, no VARIANT type, no EXPORT_STATE."""
     tables, functions = functions_called(path, name, sql)
     called = sorted(
         tables & denied_table_functions()
@@ -384,7 +402,17 @@ def view_has_rows(con: duckdb.DuckDBPyConnection, view: str) -> bool:
         raise RuleError(f"required view '{view}' is not available: {str(e).splitlines()[0]}") from None
 
 
-def evaluate(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> tuple[list[Finding], list[Skipped]]:
+# How long one query of a rule may run, in seconds, unless the caller says otherwise (analyze
+# --rule-timeout): the built-in rules take well under a second each on the samples and a few
+# seconds on the 2 M-kernel profile.
+DEFAULT_TIMEOUT = 300.0
+
+
+def evaluate(
+    con: duckdb.DuckDBPyConnection, rules: list[Rule], timeout: float | None = DEFAULT_TIMEOUT
+) -> tuple[list[Finding], list[Skipped]]:
+    """The rules' findings, ranked, and the rules skipped for want of data; each query of a rule
+    may take ``timeout`` seconds, within the store's memory limit."""
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     has_rows: dict[str, bool] = {}
@@ -398,14 +426,16 @@ def evaluate(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> tuple[list[Fi
         if missing:
             skipped.append(Skipped(rule.id, f"no rows in {', '.join(missing)}"))
             continue
-        findings.extend(evaluate_rule(con, rule))
+        findings.extend(evaluate_rule(con, rule, timeout))
     return rank(findings), skipped
 
 
-def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
-    for name, sql in [("query", rule.query), *rule.details.items()]:
-        check_select(rule.path or Path(rule.id), name, sql)
-    rows = run_query(con, rule, "query", rule.query)
+def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule, timeout: float | None = DEFAULT_TIMEOUT) -> list[Finding]:
+    statements = {
+        name: check_select(rule.path or Path(rule.id), name, sql)
+        for name, sql in [("query", rule.query), *rule.details.items()]
+    }
+    rows = run_query(con, rule, "query", rule.query, statements["query"], timeout=timeout)
     query = bind_sql(rule.query, params_for(rule.query, rule))
     out = []
     for row in rows:
@@ -417,7 +447,7 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
         queries = {"query": query}
         for name, sql in rule.details.items():
             extra = {f"row_{k}": v for k, v in row.items()}
-            evidence[name] = run_query(con, rule, name, sql, extra=extra)
+            evidence[name] = run_query(con, rule, name, sql, statements[name], extra=extra, timeout=timeout)
             queries[name] = bind_sql(sql, params_for(sql, rule, extra))
         values = dict(row)
         out.append(
@@ -442,15 +472,66 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> list[Finding]:
     return out
 
 
-def run_query(con, rule: Rule, name: str, sql: str, extra: dict | None = None) -> list[dict[str, Any]]:
+def run_query(
+    con: duckdb.DuckDBPyConnection,
+    rule: Rule,
+    name: str,
+    sql: str,
+    statement: duckdb.Statement,
+    extra: dict | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> list[dict[str, Any]]:
+    """The rows of one of the rule's SQL texts, run as the statement that check_select parsed
+    from it, interrupted after ``timeout`` seconds (None: no limit)."""
     import duckdb
 
-    try:
-        cur = con.execute(sql, params_for(sql, rule, extra))
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
-    except duckdb.Error as e:
-        raise RuleError(f"rule '{rule.id}' ({name}) failed: {str(e).splitlines()[0]}") from None
+    params = params_for(sql, rule, extra)
+    with TimeLimit(con, timeout) as limit:
+        try:
+            cur = con.execute(statement, params)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
+        except duckdb.Error as e:
+            if not limit.expired:
+                raise RuleError(f"rule '{rule.id}' ({name}) failed: {str(e).splitlines()[0]}") from None
+    # Out of the except block: an interrupt of our own is no Ctrl-C (errors.is_interrupt).
+    raise RuleError(
+        f"rule '{rule.id}' ({name}) ran longer than {timeout:g} s, the limit of a rule's query (--rule-timeout)"
+    )
+
+
+class TimeLimit:
+    """Interrupts the query running on ``con`` once ``seconds`` have passed (DuckDB stops it at
+    its next task); ``expired`` says whether it did. Only a query still running is interrupted,
+    never the next one."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None):
+        self.con = con
+        self.seconds = seconds
+        self.expired = False
+        self.lock = threading.Lock()
+        self.running = False
+        self.timer: threading.Timer | None = None
+
+    def __enter__(self) -> TimeLimit:
+        if self.seconds is not None:
+            self.running = True
+            self.timer = threading.Timer(self.seconds, self.interrupt)
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def interrupt(self) -> None:
+        with self.lock:
+            if self.running:
+                self.expired = True
+                self.con.interrupt()
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.running = False
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 def rank(findings: list[Finding]) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""The archive's commands: ingest, query, report and export (registered by cli.py)."""
+"""The archive's commands: ingest, query, report and export (registered by cli)."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def ddl_files() -> dict[str, str]:
 
 def fixed_docs() -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """(description, [(column, doc)]) of each fixed table, from its header comment."""
-    from nsight_doctor.docgen import header_docs
+    from nsight_doctor.store.docs import header_docs
 
     return {name: header_docs(name, sql) for name, sql in ddl_files().items()}
 
@@ -124,7 +124,7 @@ def child_table_name(item: type, path: tuple[str, ...]) -> str:
 
 
 def view_column_docs() -> dict[str, dict[str, str]]:
-    from nsight_doctor.docgen import column_docs
+    from nsight_doctor.store.docs import column_docs
 
     return column_docs()
 

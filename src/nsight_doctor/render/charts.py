@@ -1,7 +1,9 @@
 """The report's charts: Vega-Lite specifications built with Altair from a finished Diagnosis.
 
-Each chart draws one dataset of ``Diagnosis.datasets`` (read by report_data.py) or a part of
-the summary; a chart whose data the profile lacks is left out. Specs carry their data inline,
+The charts are a table of declarative specs (CHARTS, chart_base.ChartSpec) and one builder
+(chart_base.make): each spec says where its chart goes and what it says, how it prepares one
+dataset of ``Diagnosis.datasets`` (read by report_data.py) or a part of the summary, and how it
+draws it; a chart whose data the profile lacks is left out. Specs carry their data inline,
 rounded, so that a report is one file. Kernel names and NVTX text reach Vega only as data
 values, which Vega draws as text (never as markup or expressions); tooltips go through
 vega-tooltip's HTML escaping. ``export`` writes each chart as PNG and SVG through vl-convert.
@@ -9,151 +11,64 @@ vega-tooltip's HTML escaping. ``export`` writes each chart as PNG and SVG throug
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from nsight_doctor.model import Diagnosis, fmt_ns
+from nsight_doctor.render.chart_base import (
+    BOTTLENECK_COLORS,
+    CATEGORY_COLORS,
+    CAUSE_COLORS,
+    CPU_COLORS,
+    SECTIONS,
+    SERIES_COLORS,
+    STALL_TOP,
+    WIDTH,
+    Chart,
+    ChartSpec,
+    Frame,
+    export,
+    make,
+    rounded,
+    scale,
+    to_svg,
+)
+from nsight_doctor.render.ncu_charts import NCU_CHARTS
 
-WIDTH = 720
-
-# Colours that mean the same thing in every chart. Kernel categories follow the taxonomy
-# (store/kernel_categories.yaml; tests/test_report.py checks that every category is here).
-CATEGORY_COLORS = {
-    "gemm": "#4e79a7",
-    "attention": "#f28e2b",
-    "attention-unfused": "#ffbe7d",
-    "norm": "#59a14f",
-    "activation": "#8cd17d",
-    "rotary": "#b6992d",
-    "kv-cache": "#e15759",
-    "communication": "#ff9d9a",
-    "moe": "#79706e",
-    "sampling": "#d37295",
-    "embedding": "#fabfd2",
-    "quantization": "#b07aa1",
-    "ssm": "#d4a6c8",
-    "elementwise": "#499894",
-    "reduction": "#86bcb6",
-    "memcpy": "#9d7660",
-    "memset": "#d7b5a6",
-    "cuda-graph": "#3b3b98",
-    "other": "#bab0ac",
-}
-CPU_COLORS = {
-    "launch": "#4e79a7",
-    "graph_launch": "#3b3b98",
-    "sync": "#e15759",
-    "memcpy": "#9d7660",
-    "memset": "#d7b5a6",
-    "alloc": "#f28e2b",
-    "other": "#bab0ac",
-    "nvtx depth 0": "#76b900",
-    "nvtx depth 1": "#a5d65a",
-    "nvtx depth 2": "#cde8a8",
-}
-CAUSE_COLORS = {
-    "launch": "#4e79a7",
-    "sync": "#e15759",
-    "cpu": "#f28e2b",
-    "api": "#b07aa1",
-    "queued": "#bab0ac",
-}
-BOTTLENECK_COLORS = {"memory-bound": "#4e79a7", "compute-bound": "#e15759", "latency-bound": "#f28e2b"}
-SERIES_COLORS = {
-    "busy (traced operations)": "#76b900",
-    "SMs active (sampled)": "#4e79a7",
-    "tensor cores active (sampled)": "#e15759",
-    "DRAM read bandwidth (sampled)": "#f28e2b",
-}
-STALL_TOP = 8  # stall reasons drawn by name; the rest are summed as "other"
-
-
-@dataclass
-class Chart:
-    id: str  # anchor and file name: chart-<id>, <id>.png
-    section: str  # where the report shows it
-    title: str
-    caption: str  # how to read it (may hold NVTX text: escape it)
-    spec: dict[str, Any]  # Vega-Lite, data inline
-    source: str  # provenance: the SQL that gives its data, or the summary view
-
-
-SECTIONS = {
-    "timeline": "Timeline",
-    "time": "Where the GPU time goes",
-    "steps": "Steps",
-    "idle": "Idle time",
-    "copies": "Copies",
-    "ncu": "Kernels under Nsight Compute",
-}
+__all__ = [
+    "BOTTLENECK_COLORS",
+    "CATEGORY_COLORS",
+    "CAUSE_COLORS",
+    "CHARTS",
+    "CPU_COLORS",
+    "SECTIONS",
+    "SERIES_COLORS",
+    "STALL_TOP",
+    "WIDTH",
+    "Chart",
+    "build",
+    "export",
+    "to_svg",
+]
 
 
 def build(d: Diagnosis) -> list[Chart]:
     """Every chart that the diagnosis has data for, in report order."""
     import altair as alt  # only reports with charts pay for the import
 
-    charts: list[Chart] = []
-    for make in (
-        utilisation,
-        timeline,
-        kernel_categories,
-        top_kernels,
-        nvtx,
-        phases,
-        step_times,
-        idle_gaps,
-        memcpy,
-        ncu_stalls,
-        ncu_occupancy,
-        ncu_roofline,
-        ncu_throughput,
-    ):
-        chart = make(alt, d)
-        if chart is not None:
-            charts.append(chart)
-    return charts
+    return [c for spec in CHARTS if (c := make(alt, spec, d)) is not None]
 
 
-def finish(alt: Any, chart: Any, **datasets: list[dict[str, Any]]) -> dict[str, Any]:
-    """The chart's Vega-Lite dict, with its data put in by name (Altair would wrap every row in a
-    schema object, which is slow for thousands of rows)."""
-    spec = chart.configure(
-        font="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif",
-        background="white",
-        padding=6,
-    ).configure_axis(labelFontSize=11, titleFontSize=12, labelLimit=380, gridColor="#eceff3", labelOverlap=True)
-    spec = spec.configure_legend(labelFontSize=11, titleFontSize=12, labelLimit=260).configure_view(stroke=None)
-    out: dict[str, Any] = spec.to_dict(validate=False)
-    out["datasets"] = {**out.get("datasets", {}), **datasets}
-    return out
+# --- GPU utilisation over time -------------------------------------------------------------------
 
 
-def rounded(rows: list[dict[str, Any]], digits: int = 4) -> list[dict[str, Any]]:
-    """Floats to `digits` significant digits: smaller reports, the same pictures."""
-
-    def r(v: Any) -> Any:
-        if isinstance(v, float) and v and math.isfinite(v):
-            return round(v, max(0, digits - 1 - math.floor(math.log10(abs(v)))))
-        return v
-
-    return [{k: r(v) for k, v in row.items()} for row in rows]
+def utilisation_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
+    data = rounded([{k: r[k] for k in ("device_id", "start_ms", "series", "pct")} for r in rows], 3)
+    return Frame({"data": data})
 
 
-def scale(colors: dict[str, str], present: set[str]) -> dict[str, Any]:
-    """A colour scale of the fixed colours, listing only the values that occur."""
-    domain = [k for k in colors if k in present] + sorted(present - colors.keys())
-    return {"domain": domain, "range": [colors.get(k, "#bab0ac") for k in domain]}
-
-
-def utilisation(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("utilisation")
-    if not ds or not ds.rows:
-        return None
-    data = rounded([{k: r[k] for k in ("device_id", "start_ms", "series", "pct")} for r in ds.rows], 3)
-    devices = sorted({r["device_id"] for r in data})
-    series = {r["series"] for r in data}
+def utilisation_draw(alt: Any, f: Frame) -> Any:
+    devices = sorted({r["device_id"] for r in f.rows})
+    series = {r["series"] for r in f.rows}
     color = alt.Color("series:N", title=None, scale=alt.Scale(**scale(SERIES_COLORS, series)))
     x = alt.X("start_ms:Q", title="time since capture start (ms)")
     y = alt.Y("pct:Q", title="% of bin", scale=alt.Scale(domain=[0, 100]))
@@ -176,23 +91,19 @@ def utilisation(alt: Any, d: Diagnosis) -> Chart | None:
         .transform_filter(alt.datum.series != "busy (traced operations)")
     )
     layered = alt.layer(busy, lines, data=alt.Data(name="data")).properties(width=WIDTH, height=150)
-    chart = layered.facet(row=alt.Row("device_id:N", title="GPU")) if len(devices) > 1 else layered
-    sampled = "; lines are the GPU metrics that nsys sampled" if len(series) > 1 else ""
-    return Chart(
-        id="gpu-utilisation",
-        section="timeline",
-        title="GPU utilisation over time",
-        caption=f"Share of each bin in which the GPU ran at least one operation ({ds.note}){sampled}.",
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
+    return layered.facet(row=alt.Row("device_id:N", title="GPU")) if len(devices) > 1 else layered
 
 
-def timeline(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("timeline")
-    if not ds or not ds.rows:
-        return None
-    t0 = min(r["start"] for r in ds.rows)
+def utilisation_caption(f: Frame) -> str:
+    sampled = "; lines are the GPU metrics that nsys sampled" if len({r["series"] for r in f.rows}) > 1 else ""
+    return f"Share of each bin in which the GPU ran at least one operation ({f.note}){sampled}."
+
+
+# --- the timeline of a representative window -----------------------------------------------------
+
+
+def timeline_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
+    t0 = min(r["start"] for r in rows)
     data = rounded(
         [
             {
@@ -204,15 +115,20 @@ def timeline(alt: Any, d: Diagnosis) -> Chart | None:
                 "x1": (r["end"] - t0) / 1e6,
                 "us": r["duration"] / 1e3,
             }
-            for r in ds.rows
+            for r in rows
         ],
         6,
     )
+    return Frame({"data": data}, {"t0": t0})
+
+
+def timeline_draw(alt: Any, f: Frame) -> Any:
+    data = f.rows
     order = {"nvtx": 0, "cpu": 1, "gpu": 2}
     lanes = sorted({(order[r["side"]], r["lane"]) for r in data})
     lane_names = [name for _, name in lanes]
     y = alt.Y("lane:N", title=None, sort=lane_names, axis=alt.Axis(labelLimit=200))
-    x = alt.X("x0:Q", title=f"ms from {fmt_ns(t0)} (drag to pan, scroll to zoom)")
+    x = alt.X("x0:Q", title=f"ms from {fmt_ns(f.facts['t0'])} (drag to pan, scroll to zoom)")
     tooltip = [
         alt.Tooltip("name:N"),
         alt.Tooltip("category:N"),
@@ -259,30 +175,23 @@ def timeline(alt: Any, d: Diagnosis) -> Chart | None:
         )
         .transform_filter(alt.datum.side != "gpu")
     )
-    chart = (
+    return (
         alt.layer(cpu, gpu, data=alt.Data(name="data"))
         .resolve_scale(color="independent", stroke="independent")
         .properties(width=WIDTH, height=max(120, 30 * len(lane_names)))
         .interactive(bind_y=False)
     )
-    return Chart(
-        id="timeline",
-        section="timeline",
-        title="Timeline of a representative window",
-        caption=(
-            f"{ds.note}. GPU operations per stream, coloured by kernel category, under the CUDA calls and "
-            "NVTX ranges of the threads that issued them. Gaps in a GPU row are idle GPU time."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
 
 
-def kernel_categories(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("kernel_categories")
-    if not ds or not ds.rows:
-        return None
-    data = [dict(r, ms=r["total_ns"] / 1e6) for r in rounded(ds.rows)]
+# --- where the GPU time goes ---------------------------------------------------------------------
+
+
+def categories_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
+    return Frame({"data": [dict(r, ms=r["total_ns"] / 1e6) for r in rounded(rows)]})
+
+
+def categories_draw(alt: Any, f: Frame) -> Any:
+    data = f.rows
     cats = {r["category"] for r in data}
     base = alt.Chart(alt.Data(name="data")).encode(
         y=alt.Y("category:N", title=None, sort=[r["category"] for r in data]),
@@ -300,27 +209,21 @@ def kernel_categories(alt: Any, d: Diagnosis) -> Chart | None:
     labels = base.mark_text(align="left", dx=4, fontSize=11).encode(
         text=alt.Text("share_pct:Q", format=".1f"),
     )
-    chart = (bars + labels).properties(width=WIDTH - 200, height=22 * len(data))
-    return Chart(
-        id="kernel-categories",
-        section="time",
-        title="Kernel time by category",
-        caption="GPU time of kernels by category (the kernel taxonomy of docs/schema.md), labelled with its share (%).",
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
+    return (bars + labels).properties(width=WIDTH - 200, height=22 * len(data))
 
 
-def top_kernels(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("top_kernels")
-    if not ds or not ds.rows:
-        return None
+def top_kernels_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
     data = [
         dict(r, ms=r["total_ns"] / 1e6, median_us=r["median_ns"] / 1e3, label=f"{i}. {r['name']}")
-        for i, r in enumerate(rounded(ds.rows), 1)
+        for i, r in enumerate(rounded(rows), 1)
     ]
+    return Frame({"data": data})
+
+
+def top_kernels_draw(alt: Any, f: Frame) -> Any:
+    data = f.rows
     cats = {r["category"] for r in data}
-    chart = (
+    return (
         alt.Chart(alt.Data(name="data"))
         .mark_bar()
         .encode(
@@ -338,17 +241,9 @@ def top_kernels(alt: Any, d: Diagnosis) -> Chart | None:
         )
         .properties(width=WIDTH - 420, height=22 * len(data))
     )
-    return Chart(
-        id="top-kernels",
-        section="time",
-        title="Top kernels",
-        caption=f"The {len(data)} kernels (and whole CUDA graphs) with the most GPU time; hover for full names.",
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
 
 
-def nvtx(alt: Any, d: Diagnosis) -> Chart | None:
+def nvtx_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame | None:
     ranges = [n for n in d.summary.nvtx if n.count][:15]
     if not ranges:
         return None
@@ -359,11 +254,16 @@ def nvtx(alt: Any, d: Diagnosis) -> Chart | None:
             data.append(
                 {"label": label, "text": n.text, "count": n.count, "measure": measure, "ms": round((ns or 0) / 1e6, 4)}
             )
-    chart = (
+    return Frame({"data": data})
+
+
+def nvtx_draw(alt: Any, f: Frame) -> Any:
+    labels = list(dict.fromkeys(r["label"] for r in f.rows))  # one per range, in rank order
+    return (
         alt.Chart(alt.Data(name="data"))
         .mark_bar()
         .encode(
-            y=alt.Y("label:N", title=None, sort=[f"{i}. {n.text or '(unnamed)'}" for i, n in enumerate(ranges, 1)]),
+            y=alt.Y("label:N", title=None, sort=labels),
             yOffset=alt.YOffset("measure:N"),
             x=alt.X("ms:Q", title="total time (ms)"),
             color=alt.Color(
@@ -378,22 +278,14 @@ def nvtx(alt: Any, d: Diagnosis) -> Chart | None:
                 alt.Tooltip("ms:Q", title="ms", format=",.2f"),
             ],
         )
-        .properties(width=WIDTH - 360, height=34 * len(ranges))
-    )
-    return Chart(
-        id="nvtx",
-        section="time",
-        title="NVTX ranges",
-        caption=(
-            "Time on the CPU inside each NVTX range, and GPU time of the operations issued inside it "
-            "(summed over its instances; nested ranges each count their work)."
-        ),
-        spec=finish(alt, chart, data=data),
-        source="SELECT * FROM summary_nvtx LIMIT 20\n",
+        .properties(width=WIDTH - 360, height=34 * len(labels))
     )
 
 
-def phases(alt: Any, d: Diagnosis) -> Chart | None:
+# --- steps ---------------------------------------------------------------------------------------
+
+
+def phases_frame(d: Diagnosis, _: list[dict[str, Any]]) -> Frame | None:
     """Step time per phase, when the summary has phases (prefill, decode, ...)."""
     rows = []
     all_phases = getattr(d.summary, "phases", None) or []
@@ -408,9 +300,11 @@ def phases(alt: Any, d: Diagnosis) -> Chart | None:
         rows.append({"phase": name, "stat": "median", "ms": round(med / 1e6, 4), "steps": getattr(p, "steps", None)})
         if p90 is not None:
             rows.append({"phase": name, "stat": "p90", "ms": round(p90 / 1e6, 4), "steps": getattr(p, "steps", None)})
-    if not rows:
-        return None
-    chart = (
+    return Frame({"data": rows}) if rows else None
+
+
+def phases_draw(alt: Any, f: Frame) -> Any:
+    return (
         alt.Chart(alt.Data(name="data"))
         .mark_bar()
         .encode(
@@ -420,22 +314,11 @@ def phases(alt: Any, d: Diagnosis) -> Chart | None:
             color=alt.Color("stat:N", title=None, scale=alt.Scale(range=["#4e79a7", "#a0cbe8"])),
             tooltip=["phase:N", "stat:N", alt.Tooltip("ms:Q", format=",.3f"), alt.Tooltip("steps:Q", format=",")],
         )
-        .properties(width=WIDTH - 300, height=40 * len({r["phase"] for r in rows}))
-    )
-    return Chart(
-        id="phases",
-        section="steps",
-        title="Step time per phase",
-        caption="Median and 90th-percentile step time of each phase of the run.",
-        spec=finish(alt, chart, data=rows),
-        source="the summary's phases\n",
+        .properties(width=WIDTH - 300, height=40 * len({r["phase"] for r in f.rows}))
     )
 
 
-def step_times(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("step_times")
-    if not ds or not ds.rows:
-        return None
+def step_times_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
     data = [
         {
             "text": r["text"],
@@ -445,8 +328,12 @@ def step_times(alt: Any, d: Diagnosis) -> Chart | None:
             "gpu_span_ms": r["gpu_span_ns"] / 1e6 if r["gpu_span_ns"] is not None else None,
             "gpu_busy_ms": r["gpu_ns"] / 1e6 if r["gpu_ns"] is not None else None,
         }
-        for r in rounded(ds.rows)
+        for r in rounded(rows)
     ]
+    return Frame({"data": data})
+
+
+def step_times_draw(alt: Any, f: Frame) -> Any:
     color = alt.Color("text:N", title="NVTX range", scale=alt.Scale(scheme="tableau10"))
     tooltip = [
         alt.Tooltip("text:N", title="range"),
@@ -475,38 +362,30 @@ def step_times(alt: Any, d: Diagnosis) -> Chart | None:
         )
         .properties(width=WIDTH // 2 - 40, height=220)
     )
-    chart = alt.hconcat(over_time, hist, data=alt.Data(name="data"))
-    note = f" ({ds.note})" if ds.note else ""
-    return Chart(
-        id="step-times",
-        section="steps",
-        title="Step times",
-        caption=(
-            "Each instance of the most repeated outermost NVTX ranges (the steps of the loop): the span from its "
-            f"first GPU operation's start to its last one's end, over the run and as a histogram{note}. "
-            "Warm-up steps and phase changes stand out on the left."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
+    return alt.hconcat(over_time, hist, data=alt.Data(name="data"))
 
 
-def idle_gaps(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("idle_gaps")
-    if not ds or not ds.rows:
-        return None
+def idle_gaps_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
     # Stacked by hand: Vega-Lite does not stack bars that have both x and x2.
-    causes = {r["cause"] for r in ds.rows}
-    order = [c for c in CAUSE_COLORS if c in causes] + sorted(causes - CAUSE_COLORS.keys())
+    order = cause_order(rows)
     data: list[dict[str, Any]] = []
     tops: dict[float, float] = {}
-    for r in sorted(ds.rows, key=lambda r: (r["lo_us"], order.index(r["cause"]))):
+    for r in sorted(rows, key=lambda r: (r["lo_us"], order.index(r["cause"]))):
         y0 = tops.get(r["lo_us"], 0.0)
         y1 = y0 + r["total_ns"] / 1e6
         tops[r["lo_us"]] = y1
         data.append(dict(r, ms=r["total_ns"] / 1e6, y0=y0, y1=y1))
-    data = rounded(data)
-    chart = (
+    return Frame({"data": rounded(data)})
+
+
+def cause_order(rows: list[dict[str, Any]]) -> list[str]:
+    causes = {r["cause"] for r in rows}
+    return [c for c in CAUSE_COLORS if c in causes] + sorted(causes - CAUSE_COLORS.keys())
+
+
+def idle_gaps_draw(alt: Any, f: Frame) -> Any:
+    causes = {r["cause"] for r in f.rows}
+    return (
         alt.Chart(alt.Data(name="data"))
         .mark_rect(stroke="white", strokeWidth=0.5)
         .encode(
@@ -514,7 +393,9 @@ def idle_gaps(alt: Any, d: Diagnosis) -> Chart | None:
             x2="hi_us:Q",
             y=alt.Y("y0:Q", title="idle time (ms)"),
             y2="y1:Q",
-            color=alt.Color("cause:N", title="cause", sort=order, scale=alt.Scale(**scale(CAUSE_COLORS, causes))),
+            color=alt.Color(
+                "cause:N", title="cause", sort=cause_order(f.rows), scale=alt.Scale(**scale(CAUSE_COLORS, causes))
+            ),
             tooltip=[
                 alt.Tooltip("cause:N"),
                 alt.Tooltip("lo_us:Q", title="from (µs)", format=",.3~f"),
@@ -525,21 +406,14 @@ def idle_gaps(alt: Any, d: Diagnosis) -> Chart | None:
         )
         .properties(width=WIDTH - 160, height=240)
     )
-    return Chart(
-        id="idle-gaps",
-        section="idle",
-        title="Idle gaps by length and cause",
-        caption=(
-            "Total GPU idle time in gaps of each length, by what the CPU was doing (launch: waiting for the next "
-            "launch; sync: after a blocking call; cpu: code outside CUDA; api: other CUDA calls; queued: work "
-            "already issued)."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
 
 
-def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
+# --- copies --------------------------------------------------------------------------------------
+
+HOST_COLORS = {"pageable": "#e15759", "pinned": "#59a14f", "no host side": "#4e79a7"}
+
+
+def memcpy_frame(d: Diagnosis, _: list[dict[str, Any]]) -> Frame | None:
     dirs = d.summary.memcpy.by_direction
     if not dirs:
         return None
@@ -554,15 +428,19 @@ def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
         }
         for r in dirs
     ]
+    return Frame({"data": data})
+
+
+def memcpy_draw(alt: Any, f: Frame) -> Any:
+    data = f.rows
     kinds = {str(r["host_kind"]) for r in data}
-    colors = {"pageable": "#e15759", "pinned": "#59a14f", "no host side": "#4e79a7"}
-    chart = (
+    return (
         alt.Chart(alt.Data(name="data"))
         .mark_bar()
         .encode(
             y=alt.Y("direction:N", title=None),
             x=alt.X("ms:Q", title="copy time (ms)", stack="zero"),
-            color=alt.Color("host_kind:N", title="host memory", scale=alt.Scale(**scale(colors, kinds))),
+            color=alt.Color("host_kind:N", title="host memory", scale=alt.Scale(**scale(HOST_COLORS, kinds))),
             tooltip=[
                 "direction:N",
                 alt.Tooltip("host_kind:N", title="host memory"),
@@ -574,255 +452,102 @@ def memcpy(alt: Any, d: Diagnosis) -> Chart | None:
         )
         .properties(width=WIDTH - 260, height=34 * len({r["direction"] for r in data}))
     )
-    return Chart(
-        id="memcpy",
-        section="copies",
-        title="Copies by direction",
-        caption="Time of memory copies by direction and host memory kind; pageable host memory makes copies slow "
+
+
+# --- the table: every chart, in report order -------------------------------------------------------
+
+CHARTS: list[ChartSpec] = [
+    ChartSpec(
+        "gpu-utilisation",
+        "timeline",
+        "GPU utilisation over time",
+        utilisation_caption,
+        utilisation_frame,
+        utilisation_draw,
+        dataset="utilisation",
+    ),
+    ChartSpec(
+        "timeline",
+        "timeline",
+        "Timeline of a representative window",
+        lambda f: (
+            f"{f.note}. GPU operations per stream, coloured by kernel category, under the CUDA calls and "
+            "NVTX ranges of the threads that issued them. Gaps in a GPU row are idle GPU time."
+        ),
+        timeline_frame,
+        timeline_draw,
+        dataset="timeline",
+    ),
+    ChartSpec(
+        "kernel-categories",
+        "time",
+        "Kernel time by category",
+        "GPU time of kernels by category (the kernel taxonomy of docs/schema.md), labelled with its share (%).",
+        categories_frame,
+        categories_draw,
+        dataset="kernel_categories",
+    ),
+    ChartSpec(
+        "top-kernels",
+        "time",
+        "Top kernels",
+        lambda f: f"The {len(f.rows)} kernels (and whole CUDA graphs) with the most GPU time; hover for full names.",
+        top_kernels_frame,
+        top_kernels_draw,
+        dataset="top_kernels",
+    ),
+    ChartSpec(
+        "nvtx",
+        "time",
+        "NVTX ranges",
+        "Time on the CPU inside each NVTX range, and GPU time of the operations issued inside it "
+        "(summed over its instances; nested ranges each count their work).",
+        nvtx_frame,
+        nvtx_draw,
+        source="SELECT * FROM summary_nvtx LIMIT 20\n",
+    ),
+    ChartSpec(
+        "phases",
+        "steps",
+        "Step time per phase",
+        "Median and 90th-percentile step time of each phase of the run.",
+        phases_frame,
+        phases_draw,
+        source="the summary's phases\n",
+    ),
+    ChartSpec(
+        "step-times",
+        "steps",
+        "Step times",
+        lambda f: (
+            "Each instance of the most repeated outermost NVTX ranges (the steps of the loop): the span from its "
+            "first GPU operation's start to its last one's end, over the run and as a histogram"
+            f"{f' ({f.note})' if f.note else ''}. Warm-up steps and phase changes stand out on the left."
+        ),
+        step_times_frame,
+        step_times_draw,
+        dataset="step_times",
+    ),
+    ChartSpec(
+        "idle-gaps",
+        "idle",
+        "Idle gaps by length and cause",
+        "Total GPU idle time in gaps of each length, by what the CPU was doing (launch: waiting for the next "
+        "launch; sync: after a blocking call; cpu: code outside CUDA; api: other CUDA calls; queued: work "
+        "already issued).",
+        idle_gaps_frame,
+        idle_gaps_draw,
+        dataset="idle_gaps",
+    ),
+    ChartSpec(
+        "memcpy",
+        "copies",
+        "Copies by direction",
+        "Time of memory copies by direction and host memory kind; pageable host memory makes copies slow "
         "and synchronous.",
-        spec=finish(alt, chart, data=data),
+        memcpy_frame,
+        memcpy_draw,
         source="SELECT * FROM summary_memcpy_directions\n",
-    )
-
-
-def short_launch(launch: str, n: int = 70) -> str:
-    return launch if len(launch) <= n else launch[: n - 1] + "…"
-
-
-def ncu_labels(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """A short, unique label per launch configuration, by rank of GPU time."""
-    order: list[str] = []
-    for r in rows:
-        if r["launch"] not in order:
-            order.append(r["launch"])
-    return {launch: f"{i}. {short_launch(launch)}" for i, launch in enumerate(order, 1)}
-
-
-def ncu_stalls(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_stalls")
-    if not ds or not ds.rows:
-        return None
-    totals: dict[str, float] = {}
-    for r in ds.rows:
-        totals[r["reason"]] = totals.get(r["reason"], 0) + r["ratio"]
-    top = sorted(totals, key=lambda k: -totals[k])[:STALL_TOP]
-    labels = ncu_labels(ds.rows)
-    merged: dict[tuple[str, str], float] = {}
-    for r in ds.rows:
-        key = (r["launch"], r["reason"] if r["reason"] in top else "other")
-        merged[key] = merged.get(key, 0) + r["ratio"]
-    share = {r["launch"]: r["share_pct"] for r in ds.rows}
-    data = [
-        {
-            "label": labels[launch],
-            "launch": launch,
-            "reason": reason,
-            "ratio": round(v, 3),
-            "share_pct": None if share[launch] is None else round(share[launch], 2),
-        }
-        for (launch, reason), v in merged.items()
-    ]
-    reasons = [*top, "other"] if any(r["reason"] == "other" for r in data) else top
-    chart = (
-        alt.Chart(alt.Data(name="data"))
-        .mark_bar()
-        .encode(
-            y=alt.Y("label:N", title=None, sort=list(labels.values())),
-            x=alt.X("ratio:Q", title="warps stalled per issued instruction", stack="zero"),
-            color=alt.Color("reason:N", title="stall reason", sort=reasons, scale=alt.Scale(scheme="tableau10")),
-            order=alt.Order("ratio:Q", sort="descending"),
-            tooltip=[
-                alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("reason:N"),
-                alt.Tooltip("ratio:Q", format=".2f"),
-                alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
-            ],
-        )
-        .properties(width=340, height=26 * len(labels))
-    )
-    return Chart(
-        id="ncu-stalls",
-        section="ncu",
-        title="Warp-stall reasons of the hottest kernels",
-        caption=(
-            "Why warps were not issuing, per profiled kernel (most GPU time first): long_scoreboard is waiting for "
-            "global or local memory, barrier for __syncthreads, math_pipe_throttle for a busy pipe."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
-
-
-def ncu_occupancy(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_occupancy")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    data = [dict(r, label=labels[r["launch"]]) for r in rounded(ds.rows)]
-    y = alt.Y("label:N", title=None, sort=list(labels.values()))
-    tooltip = [
-        alt.Tooltip("launch:N", title="kernel"),
-        alt.Tooltip("achieved_occupancy_pct:Q", title="achieved (%)", format=".1f"),
-        alt.Tooltip("theoretical_occupancy_pct:Q", title="theoretical (%)", format=".1f"),
-        alt.Tooltip("occupancy_limiter:N", title="limited by"),
-        alt.Tooltip("registers_per_thread:Q", title="registers/thread"),
-        alt.Tooltip("block_size:Q", title="threads/block"),
-        alt.Tooltip("waves_per_sm:Q", title="waves/SM", format=".2f"),
-    ]
-    base = alt.Chart().encode(y=y, tooltip=tooltip)
-    achieved = base.mark_bar(color="#4e79a7", height={"band": 0.6}).encode(
-        x=alt.X("achieved_occupancy_pct:Q", title="occupancy (% of max warps per SM)", scale=alt.Scale(domain=[0, 100]))
-    )
-    theoretical = base.mark_tick(color="#e15759", thickness=3, size=18).encode(x="theoretical_occupancy_pct:Q")
-    chart = alt.layer(achieved, theoretical, data=alt.Data(name="data")).properties(width=340, height=26 * len(labels))
-    return Chart(
-        id="ncu-occupancy",
-        section="ncu",
-        title="Achieved against theoretical occupancy",
-        caption=(
-            "Bars: achieved occupancy; red ticks: the theoretical limit from registers, shared memory and block "
-            "size (hover for the limiter). A bar far below its tick means tail effects or imbalance."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
-
-
-def ncu_roofline(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_roofline")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    points = [
-        dict(r, label=labels[r["launch"]], tflops=r["flops_per_s"] / 1e12, share_pct=r["share_pct"] or 0)
-        for r in rounded(ds.rows)
-    ]
-    lo = min(0.01, min(r["arithmetic_intensity"] for r in points) / 2)
-    hi = max(1000.0, max(r["arithmetic_intensity"] for r in points) * 2)
-    roofs = []
-    for dev in sorted({r["device_name"] or "GPU" for r in ds.rows}):
-        peaks = [r for r in ds.rows if (r["device_name"] or "GPU") == dev]
-        flops = sorted(r["peak_fp32_flops_per_s"] for r in peaks)[len(peaks) // 2]
-        bw = sorted(r["peak_dram_bytes_per_s"] for r in peaks)[len(peaks) // 2]
-        ridge = flops / bw
-        for ai in (lo, ridge, hi):
-            roofs.append({"device": dev, "ai": ai, "tflops": min(flops, ai * bw) / 1e12, "ridge": round(ridge, 2)})
-    x = alt.X("ai:Q", title="arithmetic intensity (FLOP per DRAM byte, log)", scale=alt.Scale(type="log"))
-    y = alt.Y("tflops:Q", title="TFLOP/s (FP32, log)", scale=alt.Scale(type="log"))
-    roof = (
-        alt.Chart(alt.Data(name="roofs"))
-        .mark_line(color="#333", strokeWidth=1.5)
-        .encode(
-            x=x,
-            y=y,
-            detail="device:N",
-            tooltip=[
-                alt.Tooltip("device:N", title="GPU"),
-                alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)"),
-                alt.Tooltip("tflops:Q", title="roof (TFLOP/s)", format=".3g"),
-            ],
-        )
-    )
-    dots = (
-        alt.Chart(alt.Data(name="points"))
-        .mark_circle(opacity=0.8, stroke="#333", strokeWidth=0.5)
-        .encode(
-            x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log")),
-            y=alt.Y("tflops:Q", scale=alt.Scale(type="log")),
-            size=alt.Size("share_pct:Q", title="share of GPU time (%)", scale=alt.Scale(range=[30, 600])),
-            color=alt.Color(
-                "bottleneck:N",
-                scale=alt.Scale(**scale(BOTTLENECK_COLORS, {r["bottleneck"] for r in points if r["bottleneck"]})),
-            ),
-            tooltip=[
-                alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("arithmetic_intensity:Q", title="FLOP/byte", format=".3g"),
-                alt.Tooltip("tflops:Q", title="TFLOP/s", format=".3g"),
-                alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
-                alt.Tooltip("bottleneck:N"),
-            ],
-        )
-    )
-    chart = alt.layer(roof, dots).properties(width=WIDTH - 260, height=320)
-    note = f" {ds.note}." if ds.note else ""
-    return Chart(
-        id="ncu-roofline",
-        section="ncu",
-        title="Roofline (FP32)",
-        caption=(
-            "Each profiled kernel's FLOP rate against its FLOPs per DRAM byte, under the GPU's FP32 roofs: the "
-            "sloped roof is DRAM bandwidth, the flat one FP32 peak, meeting at the ridge. Only non-tensor FLOPs "
-            f"are counted (as ncu's roofline does), so tensor-core kernels sit low by construction.{note}"
-        ),
-        spec=finish(alt, chart, roofs=rounded(roofs), points=points),
-        source=ds.sql,
-    )
-
-
-def ncu_throughput(alt: Any, d: Diagnosis) -> Chart | None:
-    ds = d.datasets.get("ncu_throughput")
-    if not ds or not ds.rows:
-        return None
-    labels = ncu_labels(ds.rows)
-    data = [dict(r, label=labels[r["launch"]], share_pct=r["share_pct"] or 0) for r in rounded(ds.rows)]
-    guide = (
-        alt.Chart(alt.Data(values=[{"v": 0}, {"v": 100}]))
-        .mark_line(color="#999", strokeDash=[4, 4])
-        .encode(x=alt.X("v:Q"), y=alt.Y("v:Q"))
-    )
-    dots = (
-        alt.Chart(alt.Data(name="data"))
-        .mark_circle(opacity=0.8, stroke="#333", strokeWidth=0.5)
-        .encode(
-            x=alt.X("mem_pct:Q", title="memory throughput (% of peak)", scale=alt.Scale(domain=[0, 100])),
-            y=alt.Y("sm_pct:Q", title="compute (SM) throughput (% of peak)", scale=alt.Scale(domain=[0, 100])),
-            size=alt.Size("share_pct:Q", title="share of GPU time (%)", scale=alt.Scale(range=[30, 600])),
-            color=alt.Color(
-                "bottleneck:N",
-                scale=alt.Scale(**scale(BOTTLENECK_COLORS, {r["bottleneck"] for r in data if r["bottleneck"]})),
-            ),
-            tooltip=[
-                alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("sm_pct:Q", title="SM (%)", format=".1f"),
-                alt.Tooltip("mem_pct:Q", title="memory (%)", format=".1f"),
-                alt.Tooltip("dram_pct:Q", title="DRAM (%)", format=".1f"),
-                alt.Tooltip("tensor_pct:Q", title="tensor pipe (%)", format=".1f"),
-                alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
-                alt.Tooltip("bottleneck:N"),
-            ],
-        )
-    )
-    chart = alt.layer(guide, dots).properties(width=360, height=360)
-    return Chart(
-        id="ncu-throughput",
-        section="ncu",
-        title="Compute against memory throughput",
-        caption=(
-            "Each profiled kernel's SM and memory throughput as % of peak, sized by its share of GPU time. Kernels "
-            "near neither axis' peak are latency-bound: too little parallel work or long dependency chains."
-        ),
-        spec=finish(alt, chart, data=data),
-        source=ds.sql,
-    )
-
-
-def export(charts: list[Chart], folder: str | Path) -> list[Path]:
-    """Writes each chart as <id>.svg and <id>.png (2x scale) into folder; returns the paths."""
-    import vl_convert as vlc
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for c in charts:
-        svg = out / f"{c.id}.svg"
-        svg.write_text(vlc.vegalite_to_svg(c.spec))
-        png = out / f"{c.id}.png"
-        png.write_bytes(vlc.vegalite_to_png(c.spec, scale=2))
-        written += [svg, png]
-    return written
-
-
-def to_svg(chart: Chart) -> str:
-    import vl_convert as vlc
-
-    return str(vlc.vegalite_to_svg(chart.spec))
+    ),
+    *NCU_CHARTS,
+]

@@ -11,9 +11,15 @@ these.
 Where the database lives:
 - with --db, in that file: written under a temporary name, renamed when complete, then
   reopened read-only for the rules;
-- without it, for inputs of up to IN_MEMORY_MAX_MB of data, in memory: the rules read it
-  through the connection that built it, sandboxed (rules.check_select keeps them to reading);
-- without it, for larger inputs, in a temporary file, reopened read-only like --db's.
+- without it, for inputs of up to IN_MEMORY_MAX_MB of data, in memory: the summary and the
+  built-in rules read it through the connection that built it, sandboxed;
+- without it, for larger inputs, or when rules from --rules will read it (``in_memory=False``),
+  in a temporary file, reopened read-only like --db's.
+
+A store in a file is read in a DuckDB instance of its own, which never loaded the SQLite reader
+that ingest uses: an extension whose table functions open any SQLite file whatever the sandbox
+says, and that stays loaded in the instance that read the export. A rule that anyone can pass
+with --rules runs only there (engine.py).
 """
 
 from __future__ import annotations
@@ -198,6 +204,7 @@ def build(
     memory_limit: str | None = None,
     export_timeout: float | None = None,
     on_memory_limit: Callable[[str], None] | None = None,
+    in_memory: bool = True,
 ) -> Store:
     """Ingests the inputs into a new DuckDB database (the module's docstring says where) and
     creates the views.
@@ -205,7 +212,8 @@ def build(
     ``meta`` adds columns to the nsight_doctor_meta table (what the store was built from, for
     reopen()); memory_limit is DuckDB's (e.g. "2GB"; default: store_config's estimate, raised
     after reading by rows_memory_limit); on_memory_limit hears the limit in force, first and
-    when it is raised; export_timeout bounds each nsys export, in seconds (None: no bound)."""
+    when it is raised; export_timeout bounds each nsys export, in seconds (None: no bound);
+    in_memory=False keeps even a small input's store in a (temporary) file."""
     final: Path | None  # where the store ends up; None: in memory
     tmp: Path | None  # where it is written
     if db is not None:
@@ -216,7 +224,7 @@ def build(
             raise InputError(f"'{final.parent}' does not exist (from --db)")
         tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
         temporary = False
-    elif data_bytes(inputs) <= IN_MEMORY_MAX_MB << 20:
+    elif in_memory and data_bytes(inputs) <= IN_MEMORY_MAX_MB << 20:
         final = tmp = None
         temporary = True
     else:

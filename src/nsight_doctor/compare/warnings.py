@@ -1,0 +1,189 @@
+"""Why the profiles may not be comparable: other GPUs, another workload, no steady state, steps
+that do different work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nsight_doctor.compare.metrics import pct_text
+from nsight_doctor.compare.model import CompareWarning, KernelRow, Profile
+from nsight_doctor.model import Diagnosis, fmt_ns
+from nsight_doctor.sections import Summary
+
+# Comparability bounds.
+CAPTURE_RATIO_WARN = 4.0  # GPU activity windows this many times apart
+
+
+KERNEL_MIX_WARN_PCT = 50.0  # less than this share of kernel time in kernel names both profiles ran
+
+
+SHAPE_CHANGE_WARN_PCT = 50.0  # at least this share of matched kernel time runs with other launch shapes
+
+
+def has_timeline(d: Diagnosis) -> bool:
+    return any(i["kind"] in ("nsys-rep", "nsys-sqlite", "nsys-parquet", "nvprof") for i in d.inputs)
+
+
+def graph_traced(s: Summary) -> bool:
+    """CUDA graphs traced as a whole: their kernels are not in the profile one by one."""
+    return s.kernels.graph_launch_count > 0
+
+
+# Kernels whose names encode the problem's shape (GEMM tiles, attention kernel variants): they
+# count by category in the kernel mix, so that another batch size is not another workload.
+SHAPED_CATEGORIES = {"gemm", "attention", "attention-unfused", "communication"}
+
+
+def mix_key(name: str | None, category: str | None) -> str:
+    return f"[{category}]" if category in SHAPED_CATEGORIES else name or "?"
+
+
+def name_overlap_pct(a: Summary, b: Summary) -> float | None:
+    """The share of a's steady kernel time (its listed kernels) in kernels that b also ran:
+    the same name, or for GEMM, attention and communication kernels the same category."""
+    keys_b = {mix_key(k.name, k.category) for k in b.steady_kernels if k.kind == "kernel"}
+    ks = [k for k in a.steady_kernels if k.kind == "kernel"]
+    total = sum(k.total_ns for k in ks)
+    if not total or not keys_b:
+        return None
+    return 100.0 * sum(k.total_ns for k in ks if mix_key(k.name, k.category) in keys_b) / total
+
+
+def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[CompareWarning]:
+    out: list[CompareWarning] = []
+    sums = [p.diagnosis.summary for p in profiles]
+    labels = [p.label for p in profiles]
+    timelines = [has_timeline(p.diagnosis) for p in profiles]
+
+    def listing(values: list[str]) -> str:
+        return ", ".join(f"{lab}: {v}" for lab, v in zip(labels, values))
+
+    if not all(timelines):
+        without = [lab for lab, t in zip(labels, timelines) if not t]
+        out.append(
+            CompareWarning(
+                "ncu",
+                f"{', '.join(without)} {'has' if len(without) == 1 else 'have'} no timeline (Nsight Compute "
+                "only): step times and the timeline's numbers cannot be compared, only the profiled kernels",
+            )
+        )
+    models = [", ".join(sorted({g.name or "?" for g in s.gpus if g.busy_ns})) or "none" for s in sums]
+    tl = [m for m, t in zip(models, timelines) if t]
+    if len(set(tl)) > 1:
+        out.append(
+            CompareWarning(
+                "gpu-model",
+                f"different GPU models ({listing(models)}): the difference includes the hardware's",
+            )
+        )
+    counts = [sum(1 for g in s.gpus if g.busy_ns) for s in sums]
+    tc = [c for c, t in zip(counts, timelines) if t]
+    if len(set(tc)) > 1:
+        out.append(
+            CompareWarning(
+                "gpu-count",
+                f"different numbers of GPUs with work ({listing([str(c) for c in counts])}): the GPUs are "
+                "compared through the one that sets the step time",
+            )
+        )
+    windows = [s.capture.gpu_window_ns for s, t in zip(sums, timelines) if t and s.capture.gpu_window_ns]
+    if len(windows) > 1 and max(windows) >= CAPTURE_RATIO_WARN * min(windows):
+        out.append(
+            CompareWarning(
+                "capture-length",
+                "very different capture lengths (GPU activity window "
+                + listing([fmt_ns(s.capture.gpu_window_ns or 0) for s in sums])
+                + "): totals over the capture are not comparable; per-step values and step times are",
+            )
+        )
+    for p, s, t in zip(profiles, sums, timelines):
+        if t and s.capture.gpu_window_ns and s.steady_state is None:
+            out.append(
+                CompareWarning(
+                    "no-steady-state",
+                    f"{p.label} has no steady state (only start-up and warm-up): its numbers are not "
+                    "those of the workload running",
+                )
+            )
+        elif t and s.steady_state is not None and not s.steady_state.steps:
+            out.append(
+                CompareWarning(
+                    "no-steps",
+                    f"{p.label} has no steps (no NVTX step ranges, no operation that recurs once per step): "
+                    "values are totals over the steady state, not per step",
+                )
+            )
+    graphs = [lab for lab, s, t in zip(labels, sums, timelines) if t and graph_traced(s)]
+    if graphs and len(graphs) < sum(timelines):
+        out.append(
+            CompareWarning(
+                "graph-trace",
+                f"{', '.join(graphs)} traced CUDA graphs as a whole (--cuda-graph-trace=graph): the kernels "
+                "inside them are not in the profile one by one, so kernel categories and kernels are compared "
+                "only outside graphs; capture with --cuda-graph-trace=node to compare them",
+            )
+        )
+    else:
+        base = sums[0]
+        for p, s, t in zip(profiles[1:], sums[1:], timelines[1:]):
+            if not (t and timelines[0]):
+                continue
+            a, b = name_overlap_pct(base, s), name_overlap_pct(s, base)
+            if a is not None and b is not None and min(a, b) < KERNEL_MIX_WARN_PCT:
+                out.append(
+                    CompareWarning(
+                        "kernel-mix",
+                        f"different kernel mix: only {pct_text(a)} of {profiles[0].label}'s steady kernel time "
+                        f"is in kernels that {p.label} also ran, and {pct_text(b)} the other way round: probably "
+                        "a different workload (another model, or training against inference)",
+                    )
+                )
+    for i, p in enumerate(profiles[1:], 1):
+        shapes = shape_change(rows, i)
+        if shapes is not None and shapes[0] >= SHAPE_CHANGE_WARN_PCT:
+            out.append(
+                CompareWarning(
+                    "launch-shapes",
+                    f"{p.label} runs the same kernels as {profiles[0].label} with other launch shapes "
+                    f"({pct_text(shapes[0])} of their time, e.g. {shapes[1]}): the steps do different work "
+                    "(another batch size or sequence length); compare per token (--tokens-per-step) rather "
+                    "than per step",
+                )
+            )
+    return out
+
+
+def shape_change(rows: list[KernelRow], i: int) -> tuple[float, str] | None:
+    """The share of the baseline's time, in kernels that both it and profile i ran (the same name
+    and template arguments), whose launch shape differs in profile i; and the largest example."""
+    both = [r for r in rows if r.match in ("shape", "kernel") and r.ns_per_step[0] and r.ns_per_step[i]]
+    total = sum(r.ns_per_step[0] or 0 for r in both)
+    if not total:
+        return None
+    moved = [r for r in both if r.shapes[0] != r.shapes[i]]
+    if not moved:
+        return 0.0, ""
+    top = moved[0]
+    example = f"{short_name(top.name)} {shape_text(top.shapes[0], top.shapes[i])}"
+    return 100.0 * sum(r.ns_per_step[0] or 0 for r in moved) / total, example
+
+
+def short_name(name: str, n: int = 40) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def shape_text(a: str | None, b: str | None) -> str:
+    """'grid 1,16,1 → 1,16,512' (and the blocks when they differ)."""
+    if not a or not b or "/" not in a or "/" not in b:
+        return f"{a} → {b}"
+    (ga, ba), (gb, bb) = a.split("/", 1), b.split("/", 1)
+    text = f"grid ({ga}) → ({gb})"
+    return text + (f", block ({ba}) → ({bb})" if ba != bb else "")
+
+
+# Warnings that make the verdict's difference something else than the configuration's.
+CAUTIONS = {
+    "gpu-model": "the GPUs differ",
+    "kernel-mix": "the kernels differ (another workload?)",
+    "no-steady-state": "a profile has no steady state",
+}
