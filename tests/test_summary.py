@@ -14,7 +14,7 @@ from nsight_doctor.sections import Section
 
 
 def section_classes() -> list[type[Section]]:
-    return [c for c in vars(sections).values() if isinstance(c, type) and issubclass(c, Section) and c is not Section]
+    return [c for c in vars(sections).values() if isinstance(c, type) and issubclass(c, Section) and c.VIEW]
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,8 @@ classes. Renderers import this module and model.py, nothing else of the pipeline
 from __future__ import annotations
 
 import dataclasses
-import types
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar
 
 
 def child(doc: str, default: Any = dataclasses.MISSING, flatten: bool = False) -> Any:
@@ -41,6 +40,15 @@ class Section:
     @classmethod
     def from_row(cls, row: dict[str, Any], **children: Any) -> Any:
         return cls(**row, **children)
+
+
+@dataclass
+class PerGpu(Section):
+    """A row of one GPU's list in the summary: the view's device_id places it."""
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return ["device_id", *super().columns()]
 
 
 @dataclass
@@ -363,36 +371,28 @@ class SteadyState(Section):
 
 
 @dataclass
-class SteadyIdle(Section):
-    """A GPU's steady-state idle time of one cause; the view's device_id places it."""
+class SteadyIdle(PerGpu):
+    """A GPU's steady-state idle time of one cause."""
 
     VIEW: ClassVar[str] = "summary_steady_idle"
     cause: str
     count: int
     total_ns: int
 
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
-
 
 @dataclass
-class SteadyCategory(Section):
-    """A GPU's steady-state kernel time of one category; the view's device_id places it."""
+class SteadyCategory(PerGpu):
+    """A GPU's steady-state kernel time of one category."""
 
     VIEW: ClassVar[str] = "summary_steady_categories"
     category: str | None
     count: int
     total_ns: int
 
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
-
 
 @dataclass
-class StepKind(Section):
-    """A GPU's steady steps of one kind; the view's device_id places it."""
+class StepKind(PerGpu):
+    """A GPU's steady steps of one kind."""
 
     VIEW: ClassVar[str] = "summary_step_kinds"
     kind: str
@@ -401,14 +401,10 @@ class StepKind(Section):
     step_ns_p90: float | None
     busy_ns: int | None
 
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
-
 
 @dataclass
-class StepSource(Section):
-    """What a GPU's steps were found from; the view's device_id places it."""
+class StepSource(PerGpu):
+    """What a GPU's steps were found from."""
 
     VIEW: ClassVar[str] = "summary_step_sources"
     source: str
@@ -418,13 +414,9 @@ class StepSource(Section):
     evidence: str | None
     agreement: str | None
 
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
-
 
 @dataclass
-class StepParts(Section):
+class StepParts(PerGpu):
     """Where a GPU's mean steady step goes; the parts add up to step_ns_mean."""
 
     VIEW: ClassVar[str] = "summary_step_parts"
@@ -439,14 +431,10 @@ class StepParts(Section):
     api_ns: float
     setup_ns: float
 
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
-
 
 @dataclass
-class IdleCode(Section):
-    """Code that held the CPU while the GPU sat idle; the view's device_id places it."""
+class IdleCode(PerGpu):
+    """Code that held the CPU while the GPU sat idle."""
 
     VIEW: ClassVar[str] = "summary_idle_code"
     part: str
@@ -457,10 +445,6 @@ class IdleCode(Section):
     samples: int | None
     ns: float
     share_pct: float | None
-
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
 
 
 @dataclass
@@ -581,9 +565,7 @@ class Summary:
     )
     ncu: Ncu | None = child("only with an Nsight Compute report (summary_ncu)", None)
     steady_gpus: list[SteadyGpu] = child(
-        "each GPU's steady state with the work that ran in it, its idle time by cause, its kernel time by "
-        "category and its steps by kind (summary_steady_gpus); empty when there is none",
-        [],
+        "each GPU's steady state: its work, idle time, steps and where they go (summary_steady_gpus)", []
     )
     steady_kernels: list[SteadyKernel] = child(
         "the top 40 kernels and CUDA graphs of the steady state by name, template arguments and launch shape "
@@ -591,9 +573,7 @@ class Summary:
         [],
     )
     steps: list[StepRow] = child(
-        "every steady step of every GPU with the split of its time by what bounded it (summary_steps); the "
-        "parts of a step add up to its duration",
-        [],
+        "every steady step of every GPU, its time split by what bounded it (summary_steps)", []
     )
 
     def to_json(self) -> dict[str, Any]:
@@ -617,38 +597,3 @@ def to_json(obj: Any) -> Any:
         elif value is not None or "doc" not in f.metadata:
             out[f.name] = to_json(value)
     return out
-
-
-def json_schema(cls: type = Summary) -> dict[str, Any]:
-    """The JSON Schema of a section's to_json form, from its type hints."""
-    hints = get_type_hints(cls)
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("flatten"):
-            sub = json_schema(hints[f.name])
-            props.update(sub["properties"])
-            required += sub["required"]
-            continue
-        props[f.name] = type_schema(hints[f.name])
-        optional_child = "doc" in f.metadata and f.default is None
-        if not optional_child:
-            required.append(f.name)
-    return {"type": "object", "required": required, "properties": props}
-
-
-def type_schema(tp: Any) -> dict[str, Any]:
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        schema = type_schema(inner[0])
-        if "type" in schema and isinstance(schema["type"], str):
-            return {**schema, "type": [schema["type"], "null"]}
-        return {"anyOf": [schema, {"type": "null"}]}
-    if origin is list:
-        return {"type": "array", "items": type_schema(args[0])}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": type_schema(args[1])}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return json_schema(tp)
-    return {"type": {int: "integer", float: "number", str: "string", bool: "boolean"}[tp]}

@@ -456,7 +456,7 @@ def compare_schema() -> dict[str, Any]:
     """The JSON Schema of compare's JSON output (render/compare_schema.json is generated from it)."""
     from nsight_doctor.compare import CompareWarning, Deltas, FindingsDiff, Gate, Verdict
     from nsight_doctor.render.json_out import report_schema
-    from nsight_doctor.sections import json_schema
+    from nsight_doctor.render.json_schema import json_schema
 
     report = report_schema()["properties"]
     profile = {

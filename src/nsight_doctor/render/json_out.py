@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from nsight_doctor.model import SCOPES, SEVERITIES, TAGS, Diagnosis
-from nsight_doctor.sections import json_schema
+from nsight_doctor.render.json_schema import json_schema
 
 SCHEMA_VERSION = 2
 INPUT_KINDS = ["nsys-rep", "nsys-sqlite", "nsys-parquet", "ncu-rep", "nvprof"]
