@@ -120,15 +120,23 @@ def test_graphs_against_eager(diagnoses, exports):
 def test_b512_is_slower_per_step_but_not_per_token(diagnoses, exports):
     b1, b512 = oracle_pair(exports, "decode_b1", "decode_b512")
     assert b512 > 1.1 * b1  # the premise
+    # The steps do different work (the same kernels launch 512x the threads per step): not
+    # compared per step, but per token, the tokens per step inferred from that; the gate passes.
     c = cmp(diagnoses, "decode_b1", "decode_b512", fail_on_regression=10)
-    assert (c.gate.baseline, c.gate.candidate) == (b1, b512)
-    assert c.gate.change_pct == pytest.approx(100 * (b512 - b1) / b1) and c.gate.failed
-    assert c.verdict.direction == "slower" and f"{100 * (b512 / b1 - 1):.0f}% slower" in c.verdict.text
-    # Not called a regression without saying that the steps do more work.
     assert "launch-shapes" in {w.code for w in c.warnings}
-    assert "The steps do different work" in c.verdict.text and "--tokens-per-step" in c.verdict.text
-    assert c.verdict.causes[0].component == "gpu:attention"
-    # Per token (batch 1 against batch 512), the gate passes and the verdict says why.
+    assert (c.gate.metric, c.gate.baseline) == ("token_inferred", b1)
+    assert c.gate.candidate == pytest.approx(b512 / 512) and not c.gate.failed
+    assert c.verdict.text.startswith("The steps do different work: the kernels both ran launch 512x the threads")
+    assert "holds 512 times the tokens (give --tokens-per-step to be exact)" in c.verdict.text
+    assert c.verdict.direction == "faster" and not c.verdict.causes
+    # Asked per step, it says the steps differ, and the gate fails.
+    s = cmp(diagnoses, "decode_b1", "decode_b512", metric="decode_step", fail_on_regression=10)
+    assert (s.gate.baseline, s.gate.candidate) == (b1, b512)
+    assert s.gate.change_pct == pytest.approx(100 * (b512 - b1) / b1) and s.gate.failed
+    assert s.verdict.direction == "slower" and f"{100 * (b512 / b1 - 1):.0f}% slower" in s.verdict.text
+    assert "The steps do different work" in s.verdict.text and "--tokens-per-step" in s.verdict.text
+    assert s.verdict.causes[0].component == "gpu:attention"
+    # Per token as given (batch 1 against batch 512), the gate passes and the verdict says why.
     t = cmp(diagnoses, "decode_b1", "decode_b512", tokens_per_step=[1, 512], fail_on_regression=10)
     assert t.gate.metric == "token" and not t.gate.failed
     assert (t.gate.baseline, t.gate.candidate) == (b1, pytest.approx(b512 / 512))
@@ -172,6 +180,8 @@ def test_overlap_doubles_the_launches(diagnoses):
     k1 = next(g for g in s1.steady_gpus if g.device_id == 1)
     assert k1.kernels / k1.steps > 1.8 * k0.kernels / k0.steps
     assert f"{k0.kernels / k0.steps:,.0f} kernels → {k1.kernels / k1.steps:,.0f} kernels" in c.verdict.text
+    # Two micro-batches launch half the grids twice: the same work per step, compared per step.
+    assert c.gate.metric == "decode_step" and not {"step-work", "launch-shapes"} & {w.code for w in c.warnings}
 
 
 @pytest.mark.slow
@@ -206,14 +216,23 @@ def test_static_cache_is_slower_eagerly(diagnoses, exports):
 
 @pytest.mark.slow
 def test_grouped_experts_against_the_eager_expert_loop(diagnoses, exports):
-    """The same MoE generate loop with transformers' grouped experts: faster mainly because the
-    per-expert host syncs are gone; moe-routing is resolved."""
+    """The same MoE generate loop with transformers' grouped experts: faster because the
+    per-expert loop's kernels (and the host syncs between them) are gone. The syncs wait while
+    the GPU works; the GPU then idles while the CPU launches the loop's next kernels, so the
+    time that falls is launch waiting; moe-routing is resolved."""
     eager, grouped = oracle_pair(exports, "hf_moe_eager", "hf_moe_grouped")
     c = cmp(diagnoses, "hf_moe_eager", "hf_moe_grouped", fail_on_regression=0)
     assert (c.gate.metric, c.gate.baseline, c.gate.candidate) == ("decode_step", eager, grouped)
     assert not c.gate.failed and c.verdict.direction == "faster"
     assert f"{100 * (1 - grouped / eager):.0f}% faster per decode step" in c.verdict.text
-    assert "idle time after host synchronisation fell" in c.verdict.text
+    main = c.verdict.causes[0]
+    assert main.role == "main" and main.component == "idle:launch"
+    assert "waiting for kernel launches fell" in c.verdict.text
+    kb, kc = (step_gpu(diagnoses(n).summary) for n in ("hf_moe_eager", "hf_moe_grouped"))
+    assert kb and kc and kb.steps and kc.steps and kc.kernels / kc.steps < 0.5 * kb.kernels / kb.steps
+    # The parts of the step add up to it, and the blocked-with-the-GPU-idle part falls too.
+    sync = next(r for r in c.deltas.step_time if r.key == "idle:sync")
+    assert sync.values[1] < sync.values[0]
     diff = {(x.rule_id, x.status) for x in c.findings_diff[0].changes}
     assert ("moe-routing", "resolved") in diff
 
@@ -438,8 +457,13 @@ def test_cli_gate_exit_codes():
     assert bad.returncode == 1, bad.stderr
     gate = json.loads(bad.stdout)["gate"]
     assert gate["failed"] and gate["change_pct"] > 10 and gate["metric"] == "decode_step"
-    worse = run_cli("compare", b1, str(sample("decode_b512")), "--fail-on-regression", "10", "-q")
+    # Per step, batch 512 is a regression; by default the steps' work differs, and per token
+    # (inferred from the kernels' launches) it is not.
+    b512 = str(sample("decode_b512"))
+    worse = run_cli("compare", b1, b512, "--fail-on-regression", "10", "-q", "--metric", "decode_step")
     assert worse.returncode == 1 and "FAILED" in worse.stdout
+    inferred = run_cli("compare", b1, b512, "--fail-on-regression", "10", "--format", "json")
+    assert inferred.returncode == 0 and json.loads(inferred.stdout)["gate"]["metric"] == "token_inferred"
     per_token = run_cli(
         "compare", b1, str(sample("decode_b512")), "--fail-on-regression", "10",
         "--tokens-per-step", "1", "--tokens-per-step", "512",

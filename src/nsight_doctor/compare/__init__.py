@@ -55,7 +55,7 @@ from nsight_doctor.compare.rows import (
     transfer_rows,
 )
 from nsight_doctor.compare.verdict import gate_for, verdict_for
-from nsight_doctor.compare.warnings import CAUTIONS, warnings_for
+from nsight_doctor.compare.warnings import CAUTIONS, step_work, warnings_for
 
 __all__ = [
     "METRICS",
@@ -96,11 +96,12 @@ def compare(profiles: Sequence[Profile], options: CompareOptions | None = None) 
     tokens = list(opts.tokens_per_step) or [None] * len(profiles)
     if len(tokens) != len(profiles):
         raise CompareError(f"--tokens-per-step was given {len(tokens)} times for {len(profiles)} profiles")
-    metric = choose_metric(profiles, tokens, opts.metric)
-    if metric is not None and metric.name == "token" and not all(tokens):
-        raise CompareError("the metric 'token' needs --tokens-per-step for every profile")
     basis = basis_of(profiles)
     kernels = kernel_rows(profiles, basis)
+    unlike = step_work(profiles, len(profiles) - 1)
+    metric = choose_metric(profiles, tokens, opts.metric, kernels, steps_alike=unlike is None)
+    if metric is not None and metric.name == "token" and not all(tokens):
+        raise CompareError("the metric 'token' needs --tokens-per-step for every profile")
     deltas = Deltas(
         basis=basis,
         overview=overview_rows(profiles, tokens),
@@ -113,7 +114,7 @@ def compare(profiles: Sequence[Profile], options: CompareOptions | None = None) 
         ncu=ncu_rows(profiles),
     )
     warnings = warnings_for(profiles, kernels)
-    verdict = verdict_for(profiles, metric, tokens, basis, kernels)
+    verdict = verdict_for(profiles, metric, tokens, basis, kernels, unlike)
     serious = [CAUTIONS[w.code] for w in warnings if w.code in CAUTIONS]
     if serious and verdict.metric is not None:
         note = f"Caution: {', and '.join(dict.fromkeys(serious))}: the difference is not only the configuration's."
@@ -125,5 +126,5 @@ def compare(profiles: Sequence[Profile], options: CompareOptions | None = None) 
         findings_diff=[findings_diff(profiles[0], p) for p in profiles[1:]],
         warnings=warnings,
         verdict=verdict,
-        gate=gate_for(profiles, metric, tokens, opts.fail_on_regression),
+        gate=gate_for(profiles, metric, tokens, opts.fail_on_regression, kernels),
     )

@@ -107,8 +107,8 @@ class Deltas:
     overview: list[Row] = child("the capture, the steady state and its step times")
     phases: list[PhaseRow] = child("each GPU's phases, matched by name and occurrence")
     step_time: list[Row] = child(
-        "where a step's time goes on the GPU that sets the step time: GPU work by kernel category, CUDA "
-        "graphs, copies, and idle time by gap cause, per step"
+        "where a step's time goes on the GPU that sets the step time, adding up to its mean step: the GPU's busy "
+        "time shared out by kernel category, CUDA graphs and copies, and the idle parts (steady_gpus.step_parts)"
     )
     kernel_categories: list[Row] = child("kernel time per step by category, over every GPU's steady state")
     kernels: list[KernelRow] = child("the top kernels matched across profiles, most time first")
@@ -143,7 +143,8 @@ class FindingsDiff:
 @dataclass
 class CompareWarning:
     code: str = child(
-        "gpu-model, gpu-count, capture-length, kernel-mix, no-steady-state, no-steps, graph-trace, launch-shapes or ncu"
+        "gpu-model, gpu-count, capture-length, kernel-mix, no-steady-state, no-steps, graph-trace, launch-shapes, "
+        "step-work or ncu"
     )
     message: str = child("what differs and what it means for the comparison")
 
@@ -178,7 +179,10 @@ class Verdict:
     candidate_value: float | None = child("the metric in the candidate")
     ratio: float | None = child("candidate / baseline")
     direction: str = child("faster, slower, same, or unknown")
-    causes: list[Cause] = child("the components of the step time that explain the difference, main first")
+    causes: list[Cause] = child(
+        "the components of the step time that explain the difference, main first (none when the steps do "
+        "different work and a work-normalised metric is compared)"
+    )
     notes: list[str] = child("what else the reader must know: different work per step, per-token times")
 
 

@@ -24,7 +24,7 @@ def present(rows: list[Row]) -> list[Row]:
 
 CAUSE_LABELS = {
     "idle:launch": "waiting for kernel launches",
-    "idle:sync": "idle time after host synchronisation",
+    "idle:sync": "idle with the CPU still in a blocking call",
     "idle:cpu": "waiting for the CPU (work outside CUDA)",
     "idle:api": "waiting in other CUDA calls",
     "idle:queued": "gaps with work already queued",
@@ -34,6 +34,7 @@ CAUSE_LABELS = {
     "gpu:memcpy": "copies",
     "gpu:memset": "memsets",
     "gpu:gemm": "GEMM kernels",
+    "gpu:busy": "GPU busy",
     "gpu:communication": "collective transfers",
 }
 
@@ -45,30 +46,52 @@ def component_label(key: str) -> str:
     return f"{name} kernels" if kind == "gpu" else f"idle ({name})"
 
 
-def components(g: SteadyGpu) -> dict[str, float]:
-    """Where a GPU's steady-state time went: its GPU work (summed durations, by kernel category,
-    CUDA graphs, copies, memsets; collectives split into transfer and waiting) and its idle time
-    by gap cause. Totals over the steady state, ns."""
-    out: dict[str, float] = {}
+def components(g: SteadyGpu, basis: str = "step") -> dict[str, float]:
+    """Where a GPU's steady time went, in totals (ns) that add up to the time they divide: per
+    step, the steps' own split (summary_step_parts: the idle parts, and the GPU busy time with
+    the launching thread free or blocked); without steps, the steady state's busy time and idle
+    parts. The busy time is shared out among the work that ran (kernel categories, CUDA graphs,
+    copies, memsets; collectives split into transfer and waiting) by its summed durations, which
+    exceed the busy time where streams overlap."""
+    parts = g.step_parts if basis == "step" else None
+    if parts is not None and parts.steps:
+        n = parts.steps
+        busy = (parts.gpu_ns + parts.blocked_ns) * n
+        idle = {p: getattr(parts, f"{p}_ns") * n for p in IDLE_PARTS}
+    else:
+        busy = float(g.busy_ns)
+        idle = {}
+        for i in g.idle:
+            idle[i.cause] = idle.get(i.cause, 0) + i.total_ns
+    work: dict[str, float] = {}
     for c in g.kernel_categories:
         key = f"gpu:{c.category or 'other'}"
-        out[key] = out.get(key, 0) + c.total_ns
-    if g.comm_wait_ns and "gpu:communication" in out:
-        out["gpu:communication"] -= g.comm_wait_ns
-        out["wait:collectives"] = g.comm_wait_ns
+        work[key] = work.get(key, 0) + c.total_ns
+    if g.comm_wait_ns and "gpu:communication" in work:
+        work["gpu:communication"] -= g.comm_wait_ns
+        work["wait:collectives"] = g.comm_wait_ns
     for key, ns in (("gpu:cuda-graph", g.graph_ns), ("gpu:memcpy", g.memcpy_ns), ("gpu:memset", g.memset_ns)):
         if ns:
-            out[key] = ns
-    for i in g.idle:
-        out[f"idle:{i.cause}"] = out.get(f"idle:{i.cause}", 0) + i.total_ns
+            work[key] = ns
+    summed = sum(work.values())
+    out = {k: busy * v / summed for k, v in work.items() if v > 0} if summed > 0 else {}
+    if busy and not out:
+        out["gpu:busy"] = busy
+    for p, ns in idle.items():
+        if ns:
+            out[f"idle:{p}"] = out.get(f"idle:{p}", 0) + ns
     return out
+
+
+IDLE_PARTS = ("launch", "queued", "sync", "cpu", "api", "setup")
 
 
 def divisor(g: SteadyGpu | None, basis: str) -> float | None:
     if g is None:
         return None
     if basis == "step":
-        return float(g.steps) if g.steps else None
+        steps = g.step_parts.steps if g.step_parts is not None else g.steps
+        return float(steps) if steps else None
     return 1.0
 
 
@@ -167,8 +190,10 @@ def basis_of(profiles: Sequence[Profile]) -> str:
 
 
 def step_time_rows(profiles: Sequence[Profile], basis: str) -> list[Row]:
+    """Where the time goes on the GPU that sets each profile's step time: rows that add up to its
+    mean step (per steady state without steps)."""
     gpus = [step_gpu(p.diagnosis.summary) for p in profiles]
-    comps = [components(g) if g else {} for g in gpus]
+    comps = [components(g, basis) if g else {} for g in gpus]
     keys = sorted({k for c in comps for k in c}, key=lambda k: -max(c.get(k, 0) for c in comps))
     rows = []
     for key in keys:

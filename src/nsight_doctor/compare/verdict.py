@@ -6,10 +6,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from nsight_doctor.compare.metrics import METRICS, Metric, change, decode_step_time, pct_text, per_step, step_gpu, times
+from nsight_doctor.compare.metrics import (
+    METRICS,
+    Metric,
+    change,
+    decode_step_time,
+    metric_values,
+    pct_text,
+    step_gpu,
+    times,
+    token_ratio,
+)
 from nsight_doctor.compare.model import Cause, CompareError, Gate, KernelRow, Profile, Verdict
 from nsight_doctor.compare.rows import component_label, components, divisor
-from nsight_doctor.compare.warnings import SHAPE_CHANGE_WARN_PCT, has_timeline, shape_change
+from nsight_doctor.compare.warnings import has_timeline
 from nsight_doctor.model import fmt_ns
 from nsight_doctor.sections import SteadyGpu, Summary
 
@@ -33,8 +43,9 @@ def gpu_causes(gb: SteadyGpu, gc: SteadyGpu, basis: str, device_id: int | None) 
     db, dc = divisor(gb, basis), divisor(gc, basis)
     if not db or not dc:
         return []
-    cb, cc = components(gb), components(gc)
-    mb, mc = gb.window_ns / db, gc.window_ns / dc
+    cb, cc = components(gb, basis), components(gc, basis)
+    # Shares of the mean step (of the steady state without steps): the components add up to it.
+    mb, mc = sum(cb.values()) / db, sum(cc.values()) / dc
     out = []
     for key in sorted(set(cb) | set(cc)):
         vb, vc = cb.get(key, 0) / db, cc.get(key, 0) / dc
@@ -148,7 +159,9 @@ def verdict_for(
     tokens: Sequence[float | None],
     basis: str,
     rows: list[KernelRow],
+    unlike: str | None = None,
 ) -> Verdict:
+    """unlike: why the last profile's steps and the first's do different work (warnings.step_work)."""
     base, cand = profiles[0], profiles[-1]
     sb, sc = base.diagnosis.summary, cand.diagnosis.summary
     v = Verdict(
@@ -166,7 +179,8 @@ def verdict_for(
     if metric is None:
         v.text = no_metric_text(profiles)
         return v
-    vb, vc = metric.value(sb, tokens[0]), metric.value(sc, tokens[-1])
+    values = metric_values(metric, profiles, tokens, rows)
+    vb, vc = values[0], values[-1]
     v.baseline_value, v.candidate_value = vb, vc
     if vb is None or vc is None or vb <= 0:
         missing = base.label if vb is None else cand.label
@@ -181,6 +195,16 @@ def verdict_for(
     else:
         head = f"{c} is {ratio_text(v.ratio)} {metric.per} than {b} ({fmt_ns(vb)} → {fmt_ns(vc)})"
     sentences = [cap(head)]
+    if unlike is not None and not metric.per_step and metric.name != "token":
+        # Why a work-normalised figure and not the step time.
+        why = f"The steps do different work: {unlike}"
+        r = token_ratio(profiles, len(profiles) - 1) if metric.name == "token_inferred" else None
+        if r:
+            why += (
+                f", so each step of the {cand.label} run likely holds {r:,.3g} times the tokens (give "
+                "--tokens-per-step to be exact)"
+            )
+        sentences.insert(0, why)
     # What changed within the step: for a per-token verdict, the step itself.
     step_dir = v.direction
     if metric.name == "token":
@@ -195,10 +219,11 @@ def verdict_for(
                 f"({fmt_ns(pb)} → {fmt_ns(pc)} {step.per})"
             )
             sentences.append(f"Each step yields {tokens[-1]:g} tokens instead of {tokens[0]:g} (as given) and {took}")
-    if step_dir in ("faster", "slower"):
+    # A work-normalised verdict has no step to explain; a per-step one does, with a note.
+    if step_dir in ("faster", "slower") and (unlike is None or metric.per_step or metric.name == "token"):
         v.causes = explain(sb, sc, basis, -1 if step_dir == "faster" else 1)
     sentences += cause_sentences(v.causes, sb, sc, basis, sentences)
-    v.notes = work_notes(profiles, tokens, rows)
+    v.notes = work_notes(profiles, tokens, metric, unlike)
     v.text = ". ".join(sentences) + "." + "".join(f" {n}" for n in v.notes)
     return v
 
@@ -242,22 +267,20 @@ def cause_sentences(causes: list[Cause], sb: Summary, sc: Summary, basis: str, s
     return more
 
 
-def work_notes(profiles: Sequence[Profile], tokens: Sequence[float | None], rows: list[KernelRow]) -> list[str]:
+def work_notes(
+    profiles: Sequence[Profile], tokens: Sequence[float | None], metric: Metric, unlike: str | None
+) -> list[str]:
     """What a per-step verdict does not say: the steps may do different work."""
-    if tokens[0] and tokens[-1]:
-        return []  # the verdict is per token
-    base, cand = profiles[0], profiles[-1]
-    shapes = shape_change(rows, len(profiles) - 1)
-    gb, gc = step_gpu(base.diagnosis.summary), step_gpu(cand.diagnosis.summary)
-    busy_b, busy_c = per_step(gb, gb.busy_ns if gb else None), per_step(gc, gc.busy_ns if gc else None)
-    if shapes is not None and shapes[0] >= SHAPE_CHANGE_WARN_PCT and busy_b and busy_c:
-        return [
-            f"The steps do different work: the same kernels run with other launch shapes ({shapes[1]}), and the "
-            f"GPU is busy {fmt_ns(busy_b)} → {fmt_ns(busy_c)} per step. If the {cand.label} run has a larger "
-            "batch, its time per token is what matters: give --tokens-per-step for each profile to compare per "
-            "token."
-        ]
-    return []
+    if unlike is None or not metric.per_step or (tokens[0] and tokens[-1]):
+        return []
+    gb, gc = step_gpu(profiles[0].diagnosis.summary), step_gpu(profiles[-1].diagnosis.summary)
+    busy = ""
+    if gb and gc and gb.steps and gc.steps:
+        busy = f", and the GPU is busy {fmt_ns(gb.busy_ns / gb.steps)} → {fmt_ns(gc.busy_ns / gc.steps)} per step"
+    return [
+        f"The steps do different work ({unlike}){busy}. If the {profiles[-1].label} run has a larger batch, its "
+        "time per token is what matters: give --tokens-per-step for each profile to compare per token."
+    ]
 
 
 def no_metric_text(profiles: Sequence[Profile]) -> str:
@@ -270,7 +293,11 @@ def no_metric_text(profiles: Sequence[Profile]) -> str:
 
 
 def gate_for(
-    profiles: Sequence[Profile], metric: Metric | None, tokens: Sequence[float | None], threshold: float | None
+    profiles: Sequence[Profile],
+    metric: Metric | None,
+    tokens: Sequence[float | None],
+    threshold: float | None,
+    rows: list[KernelRow],
 ) -> Gate:
     if metric is None:
         if threshold is not None:
@@ -279,8 +306,8 @@ def gate_for(
                 "choose one with --metric"
             )
         return Gate("none", "no metric", None, None, None, None, False)
-    vb = metric.value(profiles[0].diagnosis.summary, tokens[0])
-    vc = metric.value(profiles[-1].diagnosis.summary, tokens[-1])
+    values = metric_values(metric, profiles, tokens, rows)
+    vb, vc = values[0], values[-1]
     if threshold is not None and (vb is None or vc is None):
         missing = profiles[0].label if vb is None else profiles[-1].label
         raise CompareError(f"the gate's metric '{metric.name}' has no value for {missing}: {metric.missing}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsight_doctor.compare.metrics import pct_text
+from nsight_doctor.compare.metrics import pct_text, same_work, step_gpu, times, work_scale
 from nsight_doctor.compare.model import CompareWarning, KernelRow, Profile
 from nsight_doctor.model import Diagnosis, fmt_ns
 from nsight_doctor.sections import Summary
@@ -139,8 +139,10 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
                     )
                 )
     for i, p in enumerate(profiles[1:], 1):
+        why = step_work(profiles, i)
         shapes = shape_change(rows, i)
-        if shapes is not None and shapes[0] >= SHAPE_CHANGE_WARN_PCT:
+        steps = bool(step_gpu(sums[0]) and step_gpu(sums[i]) and basis_steps(sums[0]) and basis_steps(sums[i]))
+        if shapes is not None and shapes[0] >= SHAPE_CHANGE_WARN_PCT and (why is not None or not steps):
             out.append(
                 CompareWarning(
                     "launch-shapes",
@@ -150,7 +152,48 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
                     "than per step",
                 )
             )
+        elif why is not None:
+            out.append(
+                CompareWarning(
+                    "step-work",
+                    f"{p.label}'s steps and {profiles[0].label}'s may do different work: {why}; per-step figures "
+                    "compare unlike steps",
+                )
+            )
     return out
+
+
+def basis_steps(s: Summary) -> int:
+    return sum(g.steps or 0 for g in s.steady_gpus)
+
+
+def step_work(profiles: Sequence[Profile], i: int) -> str | None:
+    """Why profile i's steps and the baseline's do not do the same work, as far as the captures
+    show (None: they do, or there are no steps to compare): a step signature found with low
+    confidence, or kernels that both ran launching other numbers of threads per step
+    (metrics.work_scale: calls x grid x block, whatever the split into launches). Kernels
+    hidden in CUDA graphs traced whole give no evidence either way."""
+    sb, sc = profiles[0].diagnosis.summary, profiles[i].diagnosis.summary
+    gb, gc = step_gpu(sb), step_gpu(sc)
+    if not (gb and gc and gb.steps and gc.steps):
+        return None
+    for p, g in ((profiles[0], gb), (profiles[i], gc)):
+        src = g.step_source
+        if src is not None and src.confidence == "low":
+            return f"{p.label}'s steps were found with low confidence ({src.marker}: {src.evidence})"
+    if graph_traced(sb) or graph_traced(sc):
+        return None
+    ws = work_scale(profiles, i)
+    if ws is None or same_work(ws):
+        return None
+    example = f"{short_name(ws.kernel)}: {ws.threads[0]:,.0f} → {ws.threads[1]:,.0f}"
+    if ws.ratio is None:
+        return f"the kernels both ran launch other numbers of threads per step, by no common factor (e.g. {example})"
+    return f"the kernels both ran launch {times_text(ws.ratio)} the threads per step (e.g. {example})"
+
+
+def times_text(ratio: float) -> str:
+    return f"{times(ratio)}" if ratio >= 1 else f"1/{times(1 / ratio)}"
 
 
 def shape_change(rows: list[KernelRow], i: int) -> tuple[float, str] | None:
