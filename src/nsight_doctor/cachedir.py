@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import signal
 import tempfile
 import threading
@@ -63,6 +64,14 @@ def write_atomic(path: Path, text: str) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def private_dir(prefix: str, parent: Path | None = None) -> Path:
+    """A new folder's path (in the temporary folder, or parent), not yet made: its owner holds
+    the path before the folder exists, so a Ctrl-C between the two cannot leave it behind, as
+    it can between mkdtemp's making the folder and returning its name. Make it with
+    mkdir(mode=0o700) inside the try whose cleanup removes it."""
+    return (parent or Path(tempfile.gettempdir())) / f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
 
 
 @contextmanager

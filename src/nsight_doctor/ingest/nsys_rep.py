@@ -31,12 +31,12 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.errors import InputError, ReportVersionError, ResourceError, ToolMissingError
 from nsight_doctor.ingest import cache
 from nsight_doctor.ingest.detect import sqlite_tables
@@ -254,8 +254,9 @@ def export_report(
         final = cache.exports_dir() / (cache_key(report) + suffix)
         remove(final)  # a leftover of ours that did not pass is_complete
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=".nsight-doctor-export-", dir=final.parent))
+    tmpdir = private_dir(".nsight-doctor-export-", final.parent)
     try:
+        tmpdir.mkdir(mode=0o700)
         out = tmpdir / ("export" + suffix)
         kind = "parquetdir" if form == "parquet" else "sqlite"
         cmd = [

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import lru_cache
@@ -40,6 +39,7 @@ from typing import Any
 import duckdb
 
 from nsight_doctor import __version__, yamlio
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.db import first_line, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
@@ -169,7 +169,8 @@ class Store:
         # Queries that outgrow the memory limit spill to a private folder (DuckDB's default,
         # <store>.tmp, would put it beside a --db file), removed by close().
         if self.spill is None:
-            self.spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
+            self.spill = private_dir("nsight-doctor-spill-")
+            self.spill.mkdir(mode=0o700)
         con = duckdb.connect(str(self.path), read_only=True, config={**self.config, "temp_directory": str(self.spill)})
         quiet(con)
         # Rules are data from users: they may read the store, nothing else.
@@ -228,12 +229,15 @@ def build(
         final = tmp = None
         temporary = True
     else:
-        final = tmp = Path(tempfile.mkdtemp(prefix="nsight-doctor-")) / "store.duckdb"
+        final = tmp = private_dir("nsight-doctor-") / "store.duckdb"
         temporary = True
     infos: list[InputInfo] = []
-    spill = Path(tempfile.mkdtemp(prefix="nsight-doctor-spill-"))
+    spill = private_dir("nsight-doctor-spill-")
     con = None
     try:
+        if tmp is not None and temporary:
+            tmp.parent.mkdir(mode=0o700)
+        spill.mkdir(mode=0o700)
         config = store_config(inputs, spill, memory_limit)
         if on_memory_limit:
             on_memory_limit(config["memory_limit"])
