@@ -1,4 +1,4 @@
-"""The typed summary (sections.py) is the summary views' rows: each section's fields are its
+"""The typed summary (sections/) is the summary views' rows: each section's fields are its
 view's columns, and the JSON form matches the generated schema on real samples."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The summary of a profile: the summary views (store/views/summary_*.sql) read into the typed
-sections of sections.py. Every number is computed by a documented view; this module only
+sections of sections/. Every number is computed by a documented view; this module only
 fetches rows and nests them.
 """
 
@@ -36,6 +36,8 @@ from nsight_doctor.sections import (
     Nvtx,
     Phase,
     PhaseKernel,
+    RecordedProcess,
+    RecordedSetting,
     Section,
     SteadyCategory,
     SteadyGpu,
@@ -93,6 +95,8 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary
         steady_gpus=steady_gpus(con),
         steady_kernels=fetch(con, SteadyKernel),
         steps=fetch(con, StepRow),
+        recorded=fetch(con, RecordedProcess),
+        settings=fetch(con, RecordedSetting),
     )
 
 

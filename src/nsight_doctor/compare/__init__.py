@@ -3,7 +3,7 @@ phase, with a verdict that names the main cause of the difference, and a regress
 
 ``compare(profiles)`` takes finished diagnoses (one per profile, from ``engine.analyze``) and
 returns a typed ``Comparison``. Every number in it is a field of one profile's summary
-(sections.py), or a sum, ratio or difference of such fields: nothing is measured again, so that
+(sections/), or a sum, ratio or difference of such fields: nothing is measured again, so that
 ``compare`` shows for each profile exactly what ``analyze`` shows for it.
 
 Per-step values divide a steady-state total (summary_steady_gpus and its children) by the

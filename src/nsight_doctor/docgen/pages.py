@@ -1,7 +1,7 @@
 """Generates the reference docs from the code's own data, so that they cannot drift:
 docs/rules/<id>.md and docs/rules/index.md from the rule files, docs/schema.md from the
 header comments of the view files, docs/json.md and the JSON Schemas of the output
-(render/report_schema.json, render/compare_schema.json) from the typed summary (sections.py)
+(render/report_schema.json, render/compare_schema.json) from the typed summary (sections/)
 and the typed comparison (compare/model.py), docs/tags.md from
 model.TAGS, and docs/cli.md from the command line's own help.
 
@@ -255,7 +255,7 @@ def json_page() -> str:
 
     lines = [
         GENERATED.format(
-            source="src/nsight_doctor/sections.py, the summary views and src/nsight_doctor/compare/model.py"
+            source="src/nsight_doctor/sections/, the summary views and src/nsight_doctor/compare/model.py"
         ),
         "",
         JSON_INTRO,

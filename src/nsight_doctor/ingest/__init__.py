@@ -20,6 +20,7 @@ from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep, nvprof
 from nsight_doctor.ingest.demangle import short_name
 from nsight_doctor.ingest.detect import Detected, detect
 from nsight_doctor.ingest.tables import contract, create_missing
+from nsight_doctor.redact import redact_capture_meta
 
 __all__ = ["InputInfo", "contract", "create_missing", "detect", "finish", "load"]
 
@@ -184,9 +185,29 @@ def load_export(con, info: InputInfo, det: Detected, path: Path, form: str, prog
 
 def finish(con: duckdb.DuckDBPyConnection) -> None:
     """Completes the base tables once every input is loaded: creates the tables that no input
-    filled, and bounds the length of the names that the views carry on every row."""
+    filled, hides the secrets in the recorded launch, and bounds the length of the names that
+    the views carry on every row."""
     create_missing(con)
+    redact_launch(con)
     bound_identifiers(con)
+
+
+def redact_launch(con: duckdb.DuckDBPyConnection) -> None:
+    """Hides secrets (API keys, tokens, passwords) in what the capture recorded of the processes
+    it launched, their command lines and environments (base_capture_meta), before anything
+    reads them: no view, report or kept store holds them (nsight_doctor.redact)."""
+    rows = con.execute("SELECT name, value FROM base_capture_meta").fetchall()
+    if not rows:
+        return
+
+    def order(row: tuple[str, str]) -> tuple[str, int]:
+        # A secret-named option hides the argument after it: arguments in their order.
+        head, sep, index = row[0].rpartition(":ARGUMENT_")
+        return (head, int(index)) if sep and index.isdigit() else (row[0], -1)
+
+    hidden = redact_capture_meta(sorted(rows, key=order))
+    con.execute("DELETE FROM base_capture_meta")
+    con.executemany("INSERT INTO base_capture_meta (name, value) VALUES (?, ?)", hidden)
 
 
 def bound_identifiers(con: duckdb.DuckDBPyConnection) -> None:

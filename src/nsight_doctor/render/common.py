@@ -37,6 +37,7 @@ def summary_rows(d: Diagnosis) -> Rows:
     rows: Rows = []
     for section in (
         capture_rows(s),
+        recorded_rows(s),
         steady_rows(s),
         step_rows(s),
         phase_rows(s),
@@ -73,6 +74,25 @@ def capture_rows(s: Summary) -> Rows:
                 f"{fmt_ns(c.gpu_window_ns)} ({fmt_ns(c.gpu_start_ns or 0)} to {fmt_ns(c.gpu_end_ns or 0)})",
             )
         )
+    return rows
+
+
+COMMAND_SHOWN = 600  # characters of a recorded command line (the JSON keeps it whole)
+
+
+def recorded_rows(s: Summary) -> Rows:
+    """What was run, as the capture recorded it (secrets hidden at ingest): each launched
+    process's command line, and the environment variables that distort the capture or set a
+    knob of the run."""
+    rows: Rows = []
+    for p in s.recorded:
+        label = "Command (recorded)" if len(s.recorded) == 1 else f"Command {p.process} (recorded)"
+        where = f" (in {p.working_dir})" if p.working_dir else ""
+        rows.append((label, clip(p.command or "", COMMAND_SHOWN) + where))
+    seen = dict.fromkeys((x.name, x.value, x.kind) for x in s.settings)
+    shown = [f"{n}={v}" + (" (distorts the capture)" if k.startswith("distorts") else "") for n, v, k in seen]
+    if shown:
+        rows.append(("Environment (recorded)", ", ".join(shown)))
     return rows
 
 

@@ -1,4 +1,4 @@
-"""The JSON Schema of the summary's sections (sections.py), from their type hints: the
+"""The JSON Schema of the summary's sections (sections/), from their type hints: the
 schemas of the JSON report and of compare's JSON are built from it."""
 
 from __future__ import annotations

@@ -117,16 +117,31 @@ def advice_rows() -> list[tuple[str, str, str]]:
     ]
 
 
+@lru_cache(maxsize=1)
+def launch_settings_rows() -> list[tuple[str, str, str, str, str]]:
+    """(name, value pattern, kind, effect, reference) from launch_settings.yaml."""
+    data = yamlio.load(resources.files("nsight_doctor.store").joinpath("launch_settings.yaml").read_text())
+    return [(s["name"], s["value"], s["kind"], " ".join(s["effect"].split()), s["reference"]) for s in data["settings"]]
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
+    """One statement: executemany costs a statement per row."""
+    if rows:
+        values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
+        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in row])
+
+
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
     # Data the views use, kept as files: the kernel taxonomy (its macro is generated from
-    # kernel_categories.yaml) and the advice in each framework's terms (advice.yaml).
+    # kernel_categories.yaml), the advice in each framework's terms (advice.yaml) and the
+    # environment variables worth showing (launch_settings.yaml).
     con.execute(f"CREATE MACRO kernel_category(name, demangled) AS {taxonomy.case_sql('name', 'demangled')}")
     con.execute("CREATE TABLE advice_t (topic VARCHAR, framework VARCHAR, text VARCHAR)")
-    rows = advice_rows()
-    if rows:
-        # One statement: executemany costs a statement per row.
-        values = ", ".join(["(?, ?, ?)"] * len(rows))
-        con.execute(f"INSERT INTO advice_t VALUES {values}", [v for row in rows for v in row])
+    insert_rows(con, "advice_t", advice_rows())
+    con.execute(
+        "CREATE TABLE launch_settings_t (name VARCHAR, value VARCHAR, kind VARCHAR, effect VARCHAR, reference VARCHAR)"
+    )
+    insert_rows(con, "launch_settings_t", launch_settings_rows())
     files = view_files()
     for name in view_order():
         try:

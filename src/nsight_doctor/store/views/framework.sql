@@ -9,16 +9,10 @@
 -- evidence: the signals that point to it, strongest first.
 -- command: the captured command line, when recorded.
 CREATE VIEW framework AS
-WITH args AS (
-    SELECT name, value,
-           CASE WHEN ends_with(name, ':COMMAND') THEN -1
-                ELSE TRY_CAST(regexp_extract(name, ':ARGUMENT_([0-9]+)$', 1) AS INTEGER) END AS pos
-    FROM base_capture_meta
-    WHERE starts_with(name, 'PROCESS_0:') AND (ends_with(name, ':COMMAND') OR regexp_matches(name, ':ARGUMENT_[0-9]+$'))
-), cmd AS (
-    SELECT string_agg(value, ' ' ORDER BY pos) AS command FROM args
+WITH cmd AS (
+    SELECT command FROM recorded_processes ORDER BY process LIMIT 1
 ), env AS (
-    SELECT split_part(value, '=', 1) AS var FROM base_capture_meta WHERE ends_with(name, ':ENVIRONMENT_VARIABLE')
+    SELECT name AS var FROM recorded_env
 ), nv AS (
     SELECT DISTINCT coalesce(n.text, s.value) AS text
     FROM base_nvtx n LEFT JOIN base_strings s ON s.id = n.text_id

@@ -9,46 +9,25 @@ classes. Renderers import this module and model.py, nothing else of the pipeline
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from nsight_doctor.sections.base import PerGpu, Section, child, to_json
+from nsight_doctor.sections.ncu import Ncu, NcuGroup, NcuReport, NcuStall
+from nsight_doctor.sections.recorded import RecordedProcess, RecordedSetting
 
-def child(doc: str, default: Any = dataclasses.MISSING, flatten: bool = False) -> Any:
-    """A field that is not a column of the section's view: a child section or a derived value.
-    ``flatten`` puts a child's fields at the parent's level in JSON (kept as they were in
-    schema version 1)."""
-    meta = {"doc": doc, "flatten": flatten}
-    if default is dataclasses.MISSING:
-        return field(metadata=meta)
-    if isinstance(default, list):
-        return field(default_factory=list, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-@dataclass
-class Section:
-    """A row of a summary view."""
-
-    VIEW: ClassVar[str] = ""
-    LIMIT: ClassVar[int | None] = None  # rows kept (the view holds them all)
-
-    @classmethod
-    def columns(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if "doc" not in f.metadata]
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any], **children: Any) -> Any:
-        return cls(**row, **children)
-
-
-@dataclass
-class PerGpu(Section):
-    """A row of one GPU's list in the summary: the view's device_id places it."""
-
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["device_id", *super().columns()]
+__all__ = [
+    "Ncu",
+    "NcuGroup",
+    "NcuReport",
+    "NcuStall",
+    "PerGpu",
+    "RecordedProcess",
+    "RecordedSetting",
+    "Section",
+    "child",
+    "to_json",
+]
 
 
 @dataclass
@@ -258,66 +237,6 @@ class Communication(Section):
     wait_ns: int
     exposed_ns: int
     last_arrivals: int
-
-
-@dataclass
-class NcuReport(Section):
-    VIEW: ClassVar[str] = "summary_ncu_reports"
-    path: str
-    ncu_version: str | None
-    kernels: int | None
-
-
-@dataclass
-class NcuStall(Section):
-    """One stall reason of a launch configuration; the view's launch places it."""
-
-    VIEW: ClassVar[str] = "summary_ncu_stalls"
-    reason: str
-    ratio: float
-    share_pct: float | None
-
-    @classmethod
-    def columns(cls) -> list[str]:
-        return ["launch", *super().columns()]
-
-
-@dataclass
-class NcuGroup(Section):
-    VIEW: ClassVar[str] = "summary_ncu_groups"
-    LIMIT: ClassVar[int | None] = 15
-    launch: str | None
-    family: str | None
-    profiled: int
-    bottleneck: str | None
-    share_pct: float | None
-    time_basis: str
-    weight_ns: float | None
-    duration_ns: float | None
-    sm_pct: float | None
-    mem_pct: float | None
-    dram_pct: float | None
-    achieved_occupancy_pct: float | None
-    waves_per_sm: float | None
-    tensor_pct: float | None
-    top_stall: str | None
-    stalls: list[NcuStall] = child("its warp-stall mix, most stalls first (summary_ncu_stalls)", [])
-
-
-@dataclass
-class Ncu(Section):
-    VIEW: ClassVar[str] = "summary_ncu"
-    reports: list[NcuReport] = child("the reports (summary_ncu_reports)")
-    kernels_profiled: int = 0
-    launch_configs: int = 0
-    memory_bound: int = 0
-    compute_bound: int = 0
-    latency_bound: int = 0
-    with_stall_reasons: int = 0
-    with_cache_metrics: int = 0
-    with_roofline_metrics: int = 0
-    coverage_pct: float | None = None
-    groups: list[NcuGroup] = child("per launch configuration, most GPU time first (summary_ncu_groups)", [])
 
 
 @dataclass
@@ -575,25 +494,12 @@ class Summary:
     steps: list[StepRow] = child(
         "every steady step of every GPU, its time split by what bounded it (summary_steps)", []
     )
+    recorded: list[RecordedProcess] = child(
+        "the processes the capture launched: command line, folder, secrets hidden (recorded_processes)", []
+    )
+    settings: list[RecordedSetting] = child(
+        "their environment variables that distort the capture or set a knob of the run (recorded_settings)", []
+    )
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
-
-
-def to_json(obj: Any) -> Any:
-    """A section as JSON-ready values: optional children that are None are left out, and
-    flattened children are merged into their parent."""
-    if isinstance(obj, list):
-        return [to_json(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: to_json(v) for k, v in obj.items()}
-    if not dataclasses.is_dataclass(obj):
-        return obj
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if f.metadata.get("flatten"):
-            out.update(to_json(value))
-        elif value is not None or "doc" not in f.metadata:
-            out[f.name] = to_json(value)
-    return out
