@@ -8,9 +8,17 @@ to reach --metric-rows.
 
     python bench/make_large_profile.py samples/decode_b1_gpumetrics/decode_b1_gpumetrics.sqlite \
         /tmp/large.sqlite --kernels 2000000 --metric-rows 5000000
+
+With fewer kernel copies than the metric rows need (a short capture with GPU metrics sampled
+fast, as a 3 s capture at 10 kHz or more gives), the metrics are sampled denser instead: each
+extra copy of the samples is shifted by a fraction of the sampling period.
+
+    python bench/make_large_profile.py samples/decode_b1_gpumetrics/decode_b1_gpumetrics.sqlite \
+        /tmp/metrics.sqlite --kernels 55000 --metric-rows 5800000
 """
 
 import argparse
+import itertools
 import math
 import shutil
 import sqlite3
@@ -100,6 +108,15 @@ def main(argv=None):
         m_copies = min(copies, math.ceil(a.metric_rows / max(n_m, 1)))
         print(f"GPU_METRICS: x{m_copies}", file=sys.stderr)
         replicate(con, METRICS[0], METRICS[1], (), m_copies, span, 0)
+        # Fewer kernels than metric rows ask for (a short capture sampled fast): sample denser
+        # instead, each extra copy shifted by a fraction of the sampling period.
+        n_m = con.execute("SELECT count(*) FROM GPU_METRICS").fetchone()[0]
+        if n_m and a.metric_rows > 1.05 * n_m:
+            stamps = [r[0] for r in con.execute("SELECT DISTINCT timestamp FROM GPU_METRICS ORDER BY 1")]
+            period = sorted(y - x for x, y in itertools.pairwise(stamps))[len(stamps) // 2]
+            dense = math.ceil(a.metric_rows / n_m)
+            print(f"GPU_METRICS: {dense} samples per period of {period} ns", file=sys.stderr)
+            replicate(con, METRICS[0], METRICS[1], (), dense, int(period) // dense, 0)
     # The capture now lasts `copies` spans.
     if "ANALYSIS_DETAILS" in have:
         con.execute(

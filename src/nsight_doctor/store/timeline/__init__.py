@@ -20,7 +20,7 @@ from nsight_doctor.store.timeline import gaps as gaps_mod
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
 from nsight_doctor.store.timeline.frames import inputs, read, tables, write
-from nsight_doctor.store.timeline.load import MEMCPY, flatten, load_blocking, load_calls, load_ops
+from nsight_doctor.store.timeline.load import KERNEL, MEMCPY, flatten, load_blocking, load_calls, load_ops
 
 __all__ = ["build", "inputs", "tables"]
 
@@ -28,6 +28,14 @@ __all__ = ["build", "inputs", "tables"]
 def build(con: duckdb.DuckDBPyConnection) -> None:
     ops = load_ops(con)
     calls = flatten(load_calls(con))
+    # Each operation's launch call (its thread, null when not traced), and whether it is the
+    # first execution of its kernel on its GPU.
+    ops = ops.join(gaps_mod.launchers(calls), on=["pid", "corr"], how="left", maintain_order="left")
+    ops = ops.with_columns(
+        first_launch=(pl.col("kind") == KERNEL)
+        & pl.col("name_id").is_not_null()
+        & pl.struct("device_id", "name_id", "kind").is_first_distinct()
+    )
     blocking = load_blocking(con)
     strings = read(con, "SELECT id, value FROM base_strings")
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
@@ -38,10 +46,9 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
 
     g = busy_mod.gaps(busy)
     g = busy_mod.readback_bytes(g, ops)
-    g = gaps_mod.launch_calls(g, calls)
-    g = gaps_mod.first_launches(g, ops)
+    g = gaps_mod.next_ops(g, ops)
     g = gaps_mod.returned_blocking(g, blocking)
-    mains = gaps_mod.main_threads(ops, calls)
+    mains = gaps_mod.main_threads(ops)
     g = g.join(mains, on="device_id", how="left").with_columns(
         tpid=pl.when(pl.col("tid").is_not_null()).then(pl.col("pid")).otherwise(pl.col("main_pid")),
         ttid=pl.coalesce("tid", "main_tid"),
@@ -71,6 +78,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         .agg(kernel_ns=(pl.col("end") - pl.col("start")).sum())
     )
     st, sources = choose_steps(con, seq, nv, kernel_ns, trips, strings)
+    del seq
 
     # Each gap's parts, from the launching thread's state in it; then each step's.
     g = g.with_columns(pid_id=pl.int_range(pl.len()), w0=pl.col("start"), w1=pl.col("end"))
@@ -97,8 +105,12 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         .then(pl.lit("gpu"))
     )
     write(con, "gpu_gaps", g.sort(["device_id", "start"]))
+    # What the steps, phases and the code in the gaps still need of the gaps.
+    g = g.select(
+        "device_id", "start", "end", "duration", "cause", "step", "tpid", "ttid", *[f"{p}_ns" for p in gaps_mod.PARTS]
+    )
 
-    st = step_parts(st, g, busy, ops, calls, blocking)
+    st = step_parts(st, g, busy, ops, blocking)
     write(con, "steps", st)
     write(con, "step_sources", sources)
 
@@ -361,7 +373,6 @@ def step_parts(
     g: pl.DataFrame,
     busy: pl.DataFrame,
     ops: pl.DataFrame,
-    calls: pl.DataFrame,
     blocking: pl.DataFrame,
 ) -> pl.DataFrame:
     """Each step's operations, busy time and the split of its time (tables.yaml, steps)."""
@@ -411,8 +422,7 @@ def step_parts(
         *[pl.col(f"{p}_ns").fill_null(0) for p in gaps_mod.PARTS]
     )
     # The step's launching thread, and the GPU busy time while it was blocked in a call.
-    c = calls.select("pid", "corr", "tid").filter(pl.col("corr").is_not_null()).unique(["pid", "corr"])
-    lo = ops.select("device_id", "start", "pid", "corr").join(c, on=["pid", "corr"], how="inner").sort("start")
+    lo = ops.filter(pl.col("tid").is_not_null()).select("device_id", "start", "pid", "tid").sort("start")
     lo = lo.join_asof(
         st.select("device_id", "step", s0="start").sort("s0"),
         left_on="start",

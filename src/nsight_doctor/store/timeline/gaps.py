@@ -23,7 +23,6 @@ from __future__ import annotations
 import polars as pl
 
 from nsight_doctor.store.timeline import threads
-from nsight_doctor.store.timeline.load import KERNEL
 
 PARTS = ["launch", "queued", "sync", "cpu", "api", "setup"]
 LATENCY_NS = 20_000  # from a launch call's return to the operation's start
@@ -31,44 +30,39 @@ COMPILE_GAP_NS = 1_000_000
 LONG_GAP_NS = 100_000  # gaps this long get the CPU's CUDA time by kind and top_api
 
 
-def launch_calls(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """The API call that issued each gap's next operation: tid, launch_start, launch_end,
-    launch_name_id (null when not traced)."""
-    c = (
+def launchers(calls: pl.DataFrame) -> pl.DataFrame:
+    """The call that issued each operation, by process and correlation id: tid, launch_start,
+    launch_end, launch_name_id (the first such call when several share the id)."""
+    return (
         calls.select("pid", "corr", "tid", launch_start="start", launch_end="end", launch_name_id="name_id")
         .filter(pl.col("corr").is_not_null())
         .unique(["pid", "corr"], keep="first", maintain_order=True)
     )
-    return gaps.join(c, left_on=["pid", "next_corr"], right_on=["pid", "corr"], how="left")
 
 
-def main_threads(ops: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """Each GPU's main launching thread (pid, tid): the one that issued most of its operations."""
-    c = calls.select("pid", "corr", "tid").filter(pl.col("corr").is_not_null()).unique(["pid", "corr"])
-    j = ops.select("device_id", "pid", "corr").join(c, on=["pid", "corr"], how="inner")
+def next_ops(gaps: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """Each gap with what it needs of the operation that ended it (next_idx on its GPU): the
+    call that issued it (tid, launch_start, launch_end, launch_name_id; null when not traced)
+    and first_launch, whether it is the first execution of its kernel (by name) on its GPU.
+    ops is sorted by GPU and idx (load.load_ops), so the operation is a row number away."""
+    offsets = ops.select("device_id").with_row_index("row").group_by("device_id").agg(pl.col("row").min())
+    g = gaps.join(offsets, on="device_id", how="left", maintain_order="left")
+    rows = g["row"] + g["next_idx"]
+    cols = ops.select("tid", "launch_start", "launch_end", "launch_name_id", "first_launch")[rows]
+    return pl.concat([g.drop("row"), cols], how="horizontal")
+
+
+def main_threads(ops: pl.DataFrame) -> pl.DataFrame:
+    """Each GPU's main launching thread (pid, tid): the one that issued most of its operations
+    (ops.tid, the thread of each operation's launch call)."""
     return (
-        j.group_by("device_id", "pid", "tid")
+        ops.filter(pl.col("tid").is_not_null())
+        .group_by("device_id", "pid", "tid")
         .agg(n=pl.len())
         .sort(["device_id", "n", "pid", "tid"], descending=[False, True, False, False])
         .unique("device_id", keep="first", maintain_order=True)
         .select("device_id", main_pid="pid", main_tid="tid")
     )
-
-
-def first_launches(gaps: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """first_launch: the gap's next operation is the first execution of its kernel (by name) on
-    its GPU."""
-    firsts = (
-        ops.filter(pl.col("kind") == KERNEL)
-        .group_by("device_id", "name_id")
-        .agg(pl.col("idx").min().alias("first_of_name"))
-    )
-    nxt = ops.select("device_id", next_idx="idx", next_name_id="name_id", next_kind_code="kind")
-    g = gaps.join(nxt, on=["device_id", "next_idx"], how="left")
-    g = g.join(firsts, left_on=["device_id", "next_name_id"], right_on=["device_id", "name_id"], how="left")
-    return g.with_columns(
-        first_launch=(pl.col("next_kind_code") == KERNEL) & (pl.col("first_of_name") == pl.col("next_idx"))
-    ).drop("next_name_id", "next_kind_code", "first_of_name")
 
 
 def returned_blocking(gaps: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
@@ -136,15 +130,14 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         .otherwise(0),
     )
     windows = p.filter(pl.col("tpid").is_not_null()).select(wid="pid_id", pid="tpid", tid="ttid", w0="tw0", w1="tw1")
-    raw = threads.integrate(windows, calls)
-    st = threads.by_state(raw)
+    st = threads.by_state(windows, calls)
+    # The CUDA call with the most time in the piece, for the gaps that report it (top_api).
+    long = p.filter(pl.col("tpid").is_not_null() & (pl.col("end") - pl.col("start") >= LONG_GAP_NS))["pid_id"]
+    names = threads.by_name(windows.filter(pl.col("wid").is_in(long.implode())), calls)
     top = (
-        raw.filter(pl.col("name_id").is_not_null())
-        .join(calls.select("name_id", "state").unique("name_id"), on="name_id", how="left", suffix="_call")
+        names.join(calls.select("name_id", "state").unique("name_id"), on="name_id", how="left")
         .filter(
-            ~pl.col("state_call").is_in(
-                [threads.STATE["launch"], threads.STATE["blocking"], threads.STATE["blocking_copy"]]
-            )
+            ~pl.col("state").is_in([threads.STATE["launch"], threads.STATE["blocking"], threads.STATE["blocking_copy"]])
         )
         .sort(["wid", "ns", "name_id"], descending=[False, True, True])
         .unique("wid", keep="first")

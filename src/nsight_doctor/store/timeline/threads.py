@@ -4,8 +4,8 @@ A thread is, at any moment, inside one of its (outermost) CUDA calls or between 
 Inside a call, its state is the call's (load.STATES: launching, blocked, loading code, ...);
 between two calls it is running code outside CUDA, "gap_short" when that stretch is shorter
 than load.SHORT_CPU_NS (a framework's overhead between the calls that issue work) and
-"gap_long" otherwise. `integrate` gives, for many windows at once, the time each window spent
-in each state.
+"gap_long" otherwise. `by_state` gives, for many windows at once, the time each window spent
+in each state; `by_name` the time in each call by name, for the windows that need it.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from nsight_doctor.store.timeline.load import SHORT_CPU_NS, STATE, STATES
 FAR = 1 << 62  # "no previous or next call": a stretch that runs out of the window
 
 
-def integrate(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """Time per state of each window on its thread.
-
-    windows: wid, pid, tid, w0, w1 (w0 <= w1); calls: load.flatten's frame. Returns wid,
-    state and ns, one row per state with time in it, and, for each window, its calls' time by
-    name (top_api needs it) as rows with state null and name_id set."""
-    w = windows.filter(pl.col("w1") > pl.col("w0"))
-    if w.height == 0 or calls.height == 0:
-        return _all_long(w).with_columns(name_id=pl.lit(None, pl.Int64))
+def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Each window (wid, pid, tid, w0, w1 with w1 > w0) with the range of its thread's calls
+    that touch it: first, the first call that ends after w0; last, the last that begins before
+    w1 (at least first). first is null when no call of the thread ends after w0: it ran code
+    outside CUDA throughout (after its last call, or on a thread with no calls)."""
+    w = windows.filter(pl.col("w1") > pl.col("w0")).select("wid", "pid", "tid", "w0", "w1")
+    if calls.height == 0:
+        return w.with_columns(first=pl.lit(None, pl.Int64), last=pl.lit(None, pl.Int64))
     by_end = calls.select("pid", "tid", "end", first="ci").sort("end")
     by_start = calls.select("pid", "tid", "start", last="ci").sort("start")
     w = (
@@ -54,72 +53,102 @@ def integrate(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         )
         .drop("start")
     )
-    # No call of the thread ends after the window begins: it ran code outside CUDA throughout
-    # (after its last call, or on a thread with no calls).
-    outside = w.filter(pl.col("first").is_null())
-    w = w.filter(pl.col("first").is_not_null())
-    w = w.with_columns(last=pl.max_horizontal("first", pl.col("last").fill_null(pl.col("first"))))
-    x = w.select("wid", "w0", "w1", "last", ci=pl.int_ranges("first", pl.col("last") + 1)).explode("ci")
-    c = calls.select("start", "end", "state", "name_id", "before", "after")
-    x = pl.concat([x, c[x["ci"]]], how="horizontal")
+    return w.with_columns(last=pl.max_horizontal("first", pl.col("last").fill_null(pl.col("first"))))
 
-    def clip(a: pl.Expr, b: pl.Expr) -> pl.Expr:
-        return (pl.min_horizontal(b, pl.col("w1")) - pl.max_horizontal(a, pl.col("w0"))).clip(lower_bound=0)
 
-    def stretch(length: pl.Expr) -> pl.Expr:
-        return (
-            pl.when(length.is_not_null() & (length < SHORT_CPU_NS))
-            .then(STATE["gap_short"])
-            .otherwise(STATE["gap_long"])
-        )
+def _stretch(length: pl.Expr) -> pl.Expr:
+    """The state of the time between two calls, from its length (null: unbounded)."""
+    return pl.when(length.is_not_null() & (length < SHORT_CPU_NS)).then(STATE["gap_short"]).otherwise(STATE["gap_long"])
 
-    parts = pl.concat(
-        [
-            x.select("wid", state="state", ns=clip(pl.col("start"), pl.col("end")), name_id="name_id"),
-            x.select(
-                "wid",
-                state=stretch(pl.col("before")),
-                ns=clip(pl.col("start") - pl.col("before").fill_null(FAR), pl.col("start")),
-                name_id=pl.lit(None, pl.Int64),
-            ),
-            x.filter(pl.col("ci") == pl.col("last")).select(
-                "wid",
-                state=stretch(pl.col("after")),
-                ns=clip(pl.col("end"), pl.col("end") + pl.col("after").fill_null(FAR)),
-                name_id=pl.lit(None, pl.Int64),
-            ),
-        ],
-        how="vertical_relaxed",
-    ).filter(pl.col("ns") > 0)
-    states = parts.group_by("wid", "state").agg(ns=pl.col("ns").sum())
-    names = (
-        parts.filter(pl.col("name_id").is_not_null())
-        .group_by("wid", "name_id")
-        .agg(ns=pl.col("ns").sum())
-        .with_columns(state=pl.lit(None, pl.UInt8))
+
+def by_state(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Time per state of each window on its thread: wid and one column per state (ns).
+
+    windows: wid, pid, tid, w0, w1; calls: load.flatten's frame (non-overlapping, in order per
+    thread, numbered ci). Of the calls a window touches (bounds), only the first (and the
+    stretch before it), the last (and the stretch after it) can stick out of the window; the
+    ones between lie inside it whole, so their time per state is a difference of prefix sums
+    over the calls, without listing them window by window."""
+    b = bounds(windows, calls)
+    outside = b.filter(pl.col("first").is_null())
+    out = outside.select(
+        "wid",
+        *[((pl.col("w1") - pl.col("w0")) if s == "gap_long" else pl.lit(0, pl.Int64)).alias(s) for s in STATES],
     )
-    return pl.concat(
-        [
-            _all_long(outside).with_columns(name_id=pl.lit(None, pl.Int64)),
-            states.with_columns(name_id=pl.lit(None, pl.Int64)),
-            names,
-        ],
-        how="diagonal_relaxed",
-    ).select("wid", "state", "name_id", "ns")
+    w = b.filter(pl.col("first").is_not_null())
+    if w.height == 0:
+        return out
+    c = calls.select(
+        "start",
+        "end",
+        "state",
+        gap_state=_stretch(pl.col("before")).cast(pl.UInt8),
+        gap=pl.col("before").fill_null(0),
+        after_state=_stretch(pl.col("after")).cast(pl.UInt8),
+        after=pl.col("after").fill_null(FAR),
+        before=pl.col("before").fill_null(FAR),
+    )
+    f = c[w["first"]]
+    la = c[w["last"]]
+    w0, w1 = w["w0"], w["w1"]
+
+    def clip(a: pl.Series, z: pl.Series) -> pl.Series:
+        lo = pl.select(pl.max_horizontal(a, w0)).to_series()
+        hi = pl.select(pl.min_horizontal(z, w1)).to_series()
+        return (hi - lo).clip(lower_bound=0)
+
+    several = w["last"] > w["first"]
+    zero = pl.Series([0] * w.height, dtype=pl.Int64)
+    # The edges: the stretch before the first call, the first call, the last call (when it is
+    # another), and the stretch after the last.
+    g_first = clip(f["start"] - f["before"], f["start"])
+    c_first = clip(f["start"], f["end"])
+    c_last = pl.select(pl.when(several).then(clip(la["start"], la["end"])).otherwise(0)).to_series()
+    a_last = clip(la["end"], la["end"] + la["after"])
+    # The inside: calls first+1 .. last-1 whole, and the stretches before calls first+1 .. last.
+    first1 = w["first"] + 1
+    last1 = w["last"] + 1
+    cols = {}
+    for name, k in STATE.items():
+        ns = zero
+        call_k = pl.select(pl.when(c["state"] == k).then(c["end"] - c["start"]).otherwise(0)).to_series()
+        gap_k = pl.select(pl.when(c["gap_state"] == k).then(c["gap"]).otherwise(0)).to_series()
+        if (call_k != 0).any() or (gap_k != 0).any():
+            pc = pl.concat([pl.Series([0], dtype=pl.Int64), call_k.cast(pl.Int64).cum_sum()])
+            pg = pl.concat([pl.Series([0], dtype=pl.Int64), gap_k.cast(pl.Int64).cum_sum()])
+            inner_calls = pl.select(pl.when(several).then(pc.gather(w["last"]) - pc.gather(first1)).otherwise(0))
+            ns = ns + inner_calls.to_series() + (pg.gather(last1) - pg.gather(first1))
+        ns = (
+            ns
+            + pl.select(
+                pl.when(f["gap_state"] == k).then(g_first).otherwise(0)
+                + pl.when(f["state"] == k).then(c_first).otherwise(0)
+                + pl.when(la["state"] == k).then(c_last).otherwise(0)
+                + pl.when(la["after_state"] == k).then(a_last).otherwise(0)
+            ).to_series()
+        )
+        cols[name] = ns
+    inside = pl.DataFrame({"wid": w["wid"], **cols})
+    return pl.concat([out, inside], how="vertical_relaxed")
 
 
-def _all_long(w: pl.DataFrame) -> pl.DataFrame:
-    return w.select("wid", state=pl.lit(STATE["gap_long"], pl.UInt8), ns=pl.col("w1") - pl.col("w0"))
+def by_name(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Each window's time inside its thread's calls, by the call's name: wid, name_id, ns (one
+    row per name with time in the window). It lists the calls window by window: give it the
+    windows that need it."""
+    w = bounds(windows, calls).filter(pl.col("first").is_not_null())
+    if w.height == 0:
+        return pl.DataFrame(schema={"wid": pl.Int64, "name_id": pl.Int64, "ns": pl.Int64})
+    x = w.select("wid", "w0", "w1", ci=pl.int_ranges("first", pl.col("last") + 1)).explode("ci")
+    x = pl.concat([x, calls.select("start", "end", "name_id")[x["ci"]]], how="horizontal")
+    ns = (pl.min_horizontal("end", "w1") - pl.max_horizontal("start", "w0")).clip(lower_bound=0)
+    return (
+        x.filter(pl.col("name_id").is_not_null())
+        .with_columns(ns=ns)
+        .filter(pl.col("ns") > 0)
+        .group_by("wid", "name_id")
+        .agg(pl.col("ns").sum())
+    )
 
 
-def by_state(parts: pl.DataFrame) -> pl.DataFrame:
-    """integrate's rows as one row per window, one column per state (ns; 0 when none)."""
-    s = parts.filter(pl.col("state").is_not_null())
-    wide = s.pivot(on="state", index="wid", values="ns", aggregate_function="sum")
-    cols = []
-    for name, i in STATE.items():
-        cols.append((pl.col(str(i)) if str(i) in wide.columns else pl.lit(0)).fill_null(0).cast(pl.Int64).alias(name))
-    return wide.select("wid", *cols)
-
-
-__all__ = ["STATES", "by_state", "integrate"]
+__all__ = ["STATES", "bounds", "by_name", "by_state"]

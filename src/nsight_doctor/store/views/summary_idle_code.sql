@@ -13,6 +13,6 @@
 -- share_pct: ns as % of the GPU's steady cpu time.
 CREATE VIEW summary_idle_code AS
 SELECT device_id, part, source, name, location, caller, samples, ns, share_pct FROM (
-    SELECT *, row_number() OVER (PARTITION BY device_id, part, source ORDER BY ns DESC, name) AS r FROM idle_code
+    SELECT *, row_number() OVER (PARTITION BY device_id, part, source ORDER BY ns DESC, name, location) AS r FROM idle_code
 ) WHERE r <= 5
-ORDER BY device_id, part, CASE source WHEN 'python' THEN 0 WHEN 'native' THEN 1 ELSE 2 END, ns DESC, name;
+ORDER BY device_id, part, CASE source WHEN 'python' THEN 0 WHEN 'native' THEN 1 ELSE 2 END, ns DESC, name, location;
