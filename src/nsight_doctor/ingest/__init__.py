@@ -205,9 +205,15 @@ def redact_launch(con: duckdb.DuckDBPyConnection) -> None:
         head, sep, index = row[0].rpartition(":ARGUMENT_")
         return (head, int(index)) if sep and index.isdigit() else (row[0], -1)
 
-    hidden = redact_capture_meta(sorted(rows, key=order))
+    rows.sort(key=order)
+    hidden = redact_capture_meta(rows)
+    changed = [name for (name, value), (_, old) in zip(hidden, rows) if value != (old or "")]
+    if not changed:
+        return
+    # One statement for the whole table (executemany costs a statement per row).
     con.execute("DELETE FROM base_capture_meta")
-    con.executemany("INSERT INTO base_capture_meta (name, value) VALUES (?, ?)", hidden)
+    values = ", ".join(["(?, ?)"] * len(hidden))
+    con.execute(f"INSERT INTO base_capture_meta (name, value) VALUES {values}", [v for row in hidden for v in row])
 
 
 def bound_identifiers(con: duckdb.DuckDBPyConnection) -> None:
