@@ -317,3 +317,11 @@ def test_cpu_only_export_is_not_an_error(tmp_path):
     d = json.loads(r.stdout)
     assert d["summary"]["kernel_count"] == 0
     assert [f["rule_id"] for f in d["findings"]] == ["no-gpu-activity"]
+
+
+def test_nothing_but_the_report_when_pyarrow_is_installed():
+    """Where pyarrow is installed (common beside PyTorch), DuckDB reads the timeline's frames
+    through Arrow's Acero, which printed a warning per unaligned buffer on stderr."""
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed: DuckDB does not go through Acero")
+    r = run_cli("analyze", str(sample("decode_b1")), "-q", "--no-cache", "--format", "json")
+    assert r.returncode == 0 and r.stderr == "", r.stderr[:500]

@@ -7,6 +7,7 @@ line per column, and is written with exactly those columns and types.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -17,6 +18,12 @@ import polars as pl
 
 from nsight_doctor import yamlio
 from nsight_doctor.db import quote
+
+
+# Where pyarrow is installed, DuckDB reads the frames through it (Acero), which warns on stderr
+# about each of Polars' buffers that is not 64-byte aligned; copying them aligned is silent and
+# safe. (Read once by Arrow; set before DuckDB loads pyarrow.)
+os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")
 
 
 @dataclass(frozen=True)
