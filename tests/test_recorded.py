@@ -118,6 +118,33 @@ def test_secrets_reach_neither_the_store_nor_any_report(planted, tmp_path):
     assert "CUDA_LAUNCH_BLOCKING=1 (distorts the capture)" in reports["text"]
 
 
+@pytest.mark.slow
+def test_a_capture_made_with_cuda_launch_blocking_says_so_first(tmp_path):
+    """samples/decode_b1_launch_blocking: a real capture with CUDA_LAUNCH_BLOCKING=1 in the
+    profiled process's environment."""
+    import lzma
+
+    from nsight_doctor import analyze
+
+    path = tmp_path / "lb.sqlite"
+    path.write_bytes(lzma.decompress(sample("decode_b1_launch_blocking", ".sqlite.xz").read_bytes()))
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    env = [
+        v for (v,) in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'")
+    ]
+    con.close()
+    assert 'CUDA_LAUNCH_BLOCKING="1"' in env
+    d = analyze([path])
+    notes = [f for f in d.findings if f.scope == "capture"]
+    assert notes[0].rule_id == "capture-settings" and notes[0].severity == "high"
+    assert notes[0].evidence["settings_text"] == "CUDA_LAUNCH_BLOCKING=1"
+    assert [(s.name, s.value, s.kind) for s in d.summary.settings if s.kind == "distorts"] == [
+        ("CUDA_LAUNCH_BLOCKING", "1", "distorts")
+    ]
+    # decode_b1, the same workload without it, gets no such note.
+    assert "capture-settings" not in {f.rule_id for f in analyze([B1]).findings}
+
+
 @pytest.mark.corpus
 @requires_corpus
 def test_recorded_commands_of_the_corpus_match_the_export():

@@ -19,7 +19,6 @@ import polars as pl
 from nsight_doctor import yamlio
 from nsight_doctor.db import quote
 
-
 # Where pyarrow is installed, DuckDB reads the frames through it (Acero), which warns on stderr
 # about each of Polars' buffers that is not 64-byte aligned; copying them aligned is silent and
 # safe. (Read once by Arrow; set before DuckDB loads pyarrow.)
