@@ -48,10 +48,16 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     g = busy_mod.readback_bytes(g, ops)
     g = gaps_mod.next_ops(g, ops)
     g = gaps_mod.returned_blocking(g, blocking)
+    # The gap's launching thread: the one that launched its next operation, else its GPU's main
+    # launching thread. (Columns set by mapping, not joins: a join copies all of the gaps.)
     mains = gaps_mod.main_threads(ops)
-    g = g.join(mains, on="device_id", how="left").with_columns(
-        tpid=pl.when(pl.col("tid").is_not_null()).then(pl.col("pid")).otherwise(pl.col("main_pid")),
-        ttid=pl.coalesce("tid", "main_tid"),
+    main_pid = dict(zip(mains["device_id"], mains["main_pid"]))
+    main_tid = dict(zip(mains["device_id"], mains["main_tid"]))
+    g = g.with_columns(
+        tpid=pl.when(pl.col("tid").is_not_null())
+        .then(pl.col("pid"))
+        .otherwise(pl.col("device_id").replace_strict(main_pid, default=None, return_dtype=pl.Int64)),
+        ttid=pl.coalesce("tid", pl.col("device_id").replace_strict(main_tid, default=None, return_dtype=pl.Int64)),
     )
 
     seq = steps_mod.sequence(ops)
@@ -82,11 +88,15 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
 
     # Each gap's parts, from the launching thread's state in it; then each step's.
     g = g.with_columns(pid_id=pl.int_range(pl.len()), w0=pl.col("start"), w1=pl.col("end"))
-    parts = gaps_mod.split(g, calls)
-    g = g.join(parts, on="pid_id", how="left")
-    g = g.join(api_names.rename({"name_id": "top_name_id", "name": "top_api"}), on="top_name_id", how="left")
-    g = g.join(api_names.rename({"name_id": "launch_name_id", "name": "launch_name"}), on="launch_name_id", how="left")
-    g = with_steps(g, st)
+    cols = ["pid_id", "w0", "w1", "start", "end", "duration", "pid", "tpid", "ttid"]
+    parts = gaps_mod.split(g.select(*cols, "launch_start", "launch_end", "first_launch"), calls)
+    g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
+    names = dict(zip(api_names["name_id"], api_names["name"]))
+    g = g.with_columns(
+        top_api=pl.col("top_name_id").replace_strict(names, default=None, return_dtype=pl.String),
+        launch_name=pl.col("launch_name_id").replace_strict(names, default=None, return_dtype=pl.String),
+        step=step_of(g.select("device_id", "start", "end"), st),
+    )
     long_gap = pl.col("duration") >= gaps_mod.LONG_GAP_NS
     g = g.with_columns(
         cause=gaps_mod.cause(),
@@ -104,7 +114,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         .when((pl.col("cause") == "queued") & (pl.col("duration") < gaps_mod.LATENCY_NS))
         .then(pl.lit("gpu"))
     )
-    write(con, "gpu_gaps", g.sort(["device_id", "start"]))
+    write(con, "gpu_gaps", g)  # (readers order it: DuckDB keeps no insertion order here)
     # What the steps, phases and the code in the gaps still need of the gaps.
     g = g.select(
         "device_id", "start", "end", "duration", "cause", "step", "tpid", "ttid", *[f"{p}_ns" for p in gaps_mod.PARTS]
@@ -359,13 +369,16 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels) -> pl.DataFrame:
     ).sort(["device_id", "chosen", "rank", "occurrences"], descending=[False, True, True, True])
 
 
-def with_steps(g: pl.DataFrame, st: pl.DataFrame) -> pl.DataFrame:
-    """step: the step each gap lies in (its start in the step), or null."""
+def step_of(g: pl.DataFrame, st: pl.DataFrame) -> pl.Series:
+    """The step each gap lies in (its start in the step, its end too), or null; in g's order."""
     s = st.select("device_id", "step", s0="start", s1="end").sort("s0")
-    out = g.sort("start").join_asof(
-        s, left_on="start", right_on="s0", by="device_id", strategy="backward", check_sortedness=False
+    out = (
+        g.with_row_index("row")
+        .sort("start")
+        .join_asof(s, left_on="start", right_on="s0", by="device_id", strategy="backward", check_sortedness=False)
+        .sort("row")
     )
-    return out.with_columns(step=pl.when(pl.col("end") <= pl.col("s1")).then(pl.col("step"))).drop("s0", "s1")
+    return out.select(pl.when(pl.col("end") <= pl.col("s1")).then(pl.col("step"))).to_series()
 
 
 def step_parts(

@@ -107,7 +107,7 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     thread, else the GPU's main one, else null), launch_start, launch_end, first_launch.
     Returns pid_id with one column per part, plus the thread's time in the piece by state
     (load.STATES) and top_name_id (the CUDA call, not a launch or blocking one, with the most
-    time in the piece)."""
+    time in the piece), a row per piece in the pieces' order."""
     issued_before = pl.col("launch_end").is_not_null() & (pl.col("launch_end") <= pl.col("start"))
     late_launch = pl.col("launch_end").is_not_null() & ~issued_before
     p = pieces.with_columns(
@@ -143,8 +143,10 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         .unique("wid", keep="first")
         .select(pid_id="wid", top_name_id="name_id", top_ns="ns")
     )
-    p = p.join(st.rename({"wid": "pid_id"}), on="pid_id", how="left").join(top, on="pid_id", how="left")
-    p = p.join(process_module_ns(pieces, calls), on="pid_id", how="left")
+    # (joins keep the pieces' order: the parts line up with them row by row)
+    p = p.join(st.rename({"wid": "pid_id"}), on="pid_id", how="left", maintain_order="left")
+    p = p.join(top, on="pid_id", how="left", maintain_order="left")
+    p = p.join(process_module_ns(pieces, calls), on="pid_id", how="left", maintain_order="left")
     s = {name: pl.col(name).fill_null(0) for name in threads.STATES}
     # No thread known (no API trace): the old rule of thumb, a short gap is launch overhead.
     no_thread = pl.col("tpid").is_null()
