@@ -45,8 +45,10 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     write(con, "gpu_busy", busy)
 
     g = busy_mod.gaps(busy)
+    busy = busy.select("device_id", "start", "end")  # what the steps and phases need of it
     g = busy_mod.readback_bytes(g, ops)
     g = gaps_mod.next_ops(g, ops)
+    ops = ops.drop("launch_start", "launch_end", "launch_name_id", "first_launch")
     g = gaps_mod.returned_blocking(g, blocking)
     # The gap's launching thread: the one that launched its next operation, else its GPU's main
     # launching thread. (Columns set by mapping, not joins: a join copies all of the gaps.)
@@ -90,6 +92,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     g = g.with_columns(pid_id=pl.int_range(pl.len()), w0=pl.col("start"), w1=pl.col("end"))
     cols = ["pid_id", "w0", "w1", "start", "end", "duration", "pid", "tpid", "ttid"]
     parts = gaps_mod.split(g.select(*cols, "launch_start", "launch_end", "first_launch"), calls)
+    calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
     g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
     names = dict(zip(api_names["name_id"], api_names["name"]))
     g = g.with_columns(
