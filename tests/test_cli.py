@@ -111,6 +111,9 @@ def test_select_ignore_and_threshold_override():
         (["--select", "no-such-rule"], "unknown rule id or tag"),
         (["--rules", "/no/such/dir"], "does not exist"),
         (["--format", "yaml"], "yaml"),
+        # (the folder of -o is never made: a typo would otherwise scatter reports)
+        (["-o", "/nonexistent/dir/x.md", "--format", "markdown"], "the folder '/nonexistent/dir' does not exist"),
+        (["-o", "/proc/x.txt"], "cannot write the report to '/proc/x.txt'"),
     ],
 )
 def test_bad_options_get_one_line(args, needle):
@@ -325,3 +328,25 @@ def test_nothing_but_the_report_when_pyarrow_is_installed():
     pytest.importorskip("pyarrow", reason="pyarrow is not installed: DuckDB does not go through Acero")
     r = run_cli("analyze", str(sample("decode_b1")), "-q", "--no-cache", "--format", "json")
     assert r.returncode == 0 and r.stderr == "", r.stderr[:500]
+
+
+@pytest.mark.slow
+def test_every_note_reaches_every_format(tmp_path):
+    """An export without its string table: the note that says so (and why every name is '?')
+    is in the text, Markdown, HTML and JSON reports alike, not only in JSON."""
+    path = tmp_path / "nostrings.sqlite"
+    shutil.copyfile(sample("decode_b1"), path)
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE StringIds")
+    con.commit()
+    con.close()
+    note = "the export has no string table (StringIds)"
+    reports = {}
+    for fmt in ("text", "markdown", "html", "json"):
+        out = tmp_path / f"r.{fmt}"
+        r = run_cli("analyze", str(path), "--format", fmt, "-o", str(out), "--no-cache")
+        assert r.returncode == 0, r.stderr
+        reports[fmt] = out.read_text()
+    assert note in " ".join(json.loads(reports["json"])["notes"])
+    for fmt, text in reports.items():
+        assert note in " ".join(text.replace("\\", "").split()), fmt

@@ -104,3 +104,27 @@ def test_json_keeps_names_verbatim(hostile_diagnosis):
     d = json.loads(render(hostile_diagnosis, "json"))
     names = [k["name"] for k in d["summary"]["top_kernels"]]
     assert HOSTILE in names
+
+
+@pytest.mark.parametrize(
+    "template,values,shown",
+    [
+        ("{n:int copy/copies}", {"n": 1}, "1 copy"),
+        ("{n:int copy/copies}", {"n": 1.2}, "1 copy"),
+        ("{n:int copy/copies}", {"n": 2}, "2 copies"),
+        ("{n:int gap/gaps}", {"n": 12345}, "12,345 gaps"),
+        ("{n:int gap/gaps}", {"n": None}, "n/a"),
+    ],
+)
+def test_counts_take_their_noun_in_the_right_number(template, values, shown):
+    from nsight_doctor.model import fill
+
+    assert fill(template, values) == shown
+
+
+def test_no_rule_says_one_of_a_plural():
+    """A count that can be 1 takes {x:int noun/nouns} in every rule's text ("1 copies" was seen)."""
+    plural = re.compile(r"\{[a-z_]+:int\} (copies|gaps|kernels|times|collectives|transfers|cases)\b")
+    for path in sorted((REPO / "rules").glob("*.yaml")):
+        if not path.name.endswith(".test.yaml"):
+            assert not plural.search(path.read_text()), path.name

@@ -31,6 +31,10 @@ class RuleError(DoctorError):
     """A rule file is invalid, or a rule failed to evaluate."""
 
 
+class OutputError(DoctorError):
+    """A report or chart cannot be written where the options say."""
+
+
 class ResourceError(DoctorError):
     """The work did not fit in the memory limit, or an external tool ran out of time."""
 

@@ -197,8 +197,9 @@ class Diagnosis:
 
 class TemplateFormatter(string.Formatter):
     """str.format with units: {x:ns} durations, {x:us} microseconds, {x:pct} percentages
-    (0-100), {x:bytes} sizes, {x:int} counts with thousands separators. Each filled value
-    passes through `escape`, so that renderers can make untrusted strings safe."""
+    (0-100), {x:bytes} sizes, {x:int} counts with thousands separators, and {x:int copy/copies}
+    a count with its noun, singular for 1. Each filled value passes through `escape`, so that
+    renderers can make untrusted strings safe."""
 
     def __init__(self, escape: Callable[[str], str] | None = None):
         self.escape = escape or (lambda s: s)
@@ -219,6 +220,9 @@ class TemplateFormatter(string.Formatter):
             return fmt_bytes(value)
         if spec == "int":
             return f"{round(value):,}"
+        if spec.startswith("int ") and "/" in spec:
+            one, many = spec[4:].split("/", 1)
+            return f"{round(value):,} {one if round(value) == 1 else many}"
         text = super().format_field(value, spec)
         if not isinstance(value, str):
             return text

@@ -14,7 +14,7 @@ import duckdb
 
 from nsight_doctor.compare import Comparison
 from nsight_doctor.db import table_exists
-from nsight_doctor.errors import InputError
+from nsight_doctor.errors import InputError, OutputError
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.render import FILE_FORMATS, render, render_bytes
 
@@ -34,11 +34,20 @@ class ReportRequest:
         return self.fmt in FILE_FORMATS or self.charts_dir is not None
 
     def check(self) -> None:
-        """Fails before the analysis when the report cannot be written (no browser for a PDF)."""
+        """Fails before the analysis when the report cannot be written: no browser for a PDF,
+        or an -o whose folder does not exist (it is not made) or that names a folder."""
         if self.fmt == "pdf":
             from nsight_doctor.render import pdf
 
             pdf.require_browser()
+        if self.output:
+            out = Path(self.output)
+            if out.is_dir():
+                raise OutputError(f"cannot write the report to '{out}': it is a folder (from -o)")
+            if not out.parent.is_dir():
+                raise OutputError(
+                    f"cannot write the report to '{out}': the folder '{out.parent}' does not exist (from -o)"
+                )
 
     def output_path(self, inputs: list[str]) -> Path | None:
         if self.output:
@@ -54,7 +63,6 @@ class ReportRequest:
         out = self.output_path(inputs)
         assert out is not None
         store = out.with_suffix(".duckdb")
-        store.parent.mkdir(parents=True, exist_ok=True)
         if store.exists():
             if not is_our_store(store):
                 raise InputError(
@@ -111,8 +119,7 @@ def write(
         stdout_text = render(d, req.fmt, **options)
     else:
         data = render_bytes(d, req.fmt, **options)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(data)
+        write_file(out, data)
         said.append(f"wrote {out} ({size(len(data))})")
         if req.fmt == "ipynb" and d.store_path:
             said.append(f"its cells reopen the DuckDB store {d.store_path}")
@@ -121,6 +128,14 @@ def write(
         written = charts_mod.export(charts, req.charts_dir)
         said.append(f"wrote {len(written) // 2} charts as PNG and SVG into {req.charts_dir}")
     return stdout_text, said
+
+
+def write_file(out: Path, data: bytes) -> None:
+    """Writes a report; a path that cannot be written is one line (OutputError), not a traceback."""
+    try:
+        out.write_bytes(data)
+    except OSError as e:
+        raise OutputError(f"cannot write the report to '{out}': {e.strerror or e}") from None
 
 
 def size(n: int) -> str:
@@ -158,8 +173,7 @@ def write_comparison(
         stdout_text: str | None = text
     else:
         data = text.encode("utf-8")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(data)
+        write_file(out, data)
         said.append(f"wrote {out} ({size(len(data))})")
         stdout_text = None
     if req.charts_dir is not None:

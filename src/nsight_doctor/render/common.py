@@ -288,10 +288,11 @@ def blocking_rows(s: Summary) -> Rows:
     sy = s.sync
     if not sy.blocking_count:
         return []
-    apis = ", ".join(f"{clip(r.name or '?')} {count(r.count)}x" for r in sy.by_api[:3])
-    if len(sy.by_api) > 3:
-        rest = sum(r.count for r in sy.by_api[3:])
-        apis += f", {count(rest)} in {len(sy.by_api) - 3} other APIs"
+    shown = sy.by_api[:4] if len(sy.by_api) == 4 else sy.by_api[:3]  # never "in 1 other API"
+    apis = ", ".join(f"{clip(r.name or '?')} {count(r.count)}x" for r in shown)
+    if len(sy.by_api) > len(shown):
+        rest = sum(r.count for r in sy.by_api[len(shown) :])
+        apis += f", {count(rest)} in {len(sy.by_api) - len(shown)} other APIs"
     syncs = f", {count(sy.count)} of them synchronize calls" if sy.count != sy.blocking_count else ""
     value = (
         f"{count(sy.blocking_count)}, {fmt_ns(sy.blocking_ns)} ({apis}{syncs}); "

@@ -48,9 +48,11 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
     if d.skipped and verbose:
         out.append("")
         out.append(sanitize("Rules not applicable: " + ", ".join(f"{s.rule_id} ({s.reason})" for s in d.skipped)))
-    if d.notes and verbose:
+    if d.notes:
+        # What the capture lacks or how it was read: said in every format, not only with -v.
         out.append("")
-        out.extend(f"note: {sanitize(n)}" for n in d.notes)
+        for n in d.notes:
+            out.extend(wrap(sanitize(f"note: {n}"), "", "      "))
     return "\n".join(out) + "\n"
 
 
