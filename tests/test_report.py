@@ -317,6 +317,7 @@ def test_cli_html_with_charts_and_default_name(tmp_path):
 @pytest.mark.slow
 def test_cli_output_file_for_text_formats_with_charts(tmp_path):
     args = ["analyze", str(sample("decode_b1_graphs")), "--format", "json", "-o", "out/d.json", "--charts", "c"]
+    (tmp_path / "out").mkdir()  # -o does not make folders; --charts makes its own
     r = run_cli(*args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "" and json.loads((tmp_path / "out" / "d.json").read_text())["findings"][0]["sql"]["query"]
@@ -326,6 +327,7 @@ def test_cli_output_file_for_text_formats_with_charts(tmp_path):
 @pytest.mark.slow
 def test_cli_notebook_keeps_its_store(tmp_path):
     args = ["analyze", str(sample("decode_b1_graphs")), "--format", "ipynb", "-o", "nb/run.ipynb"]
+    (tmp_path / "nb").mkdir()
     for _ in range(2):  # the second run replaces the store it made the first time
         r = run_cli(*args, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
