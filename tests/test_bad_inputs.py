@@ -80,6 +80,17 @@ def flipped_string_bytes(tmp: Path) -> Path:
     return p
 
 
+def schema_not_text(tmp: Path) -> Path:
+    """A flipped byte in a table's name in the schema, as 2,000 scattered bit flips left one
+    (it ended in 'internal error: UnicodeDecodeError'): the name is no longer UTF-8."""
+    p = copy(GRAPHS, tmp, "badschema.sqlite")
+    con = fuzz.sqlite_con(p)
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET name = CAST(X'4F5352A85F415049' AS TEXT) WHERE name = 'OSRT_API'")
+    con.close()
+    return p
+
+
 def without_string_ids(tmp: Path) -> Path:
     return edit(copy(GRAPHS, tmp, "nostrings.sqlite"), "DROP TABLE StringIds")
 
@@ -280,6 +291,7 @@ CASES = [
     # The failures reported in issue 14, each now a clear outcome.
     Case("non-utf8 kernel names are shown escaped", non_utf8_kernel_names, 0, ["caf_kernel\\xE9"], needs=[GRAPHS]),
     Case("flipped bytes in strings", flipped_string_bytes, 0, ["Summary"], needs=[GRAPHS]),
+    Case("a table name that is not text", schema_not_text, 2, ["badschema.sqlite", "corrupt"], needs=[GRAPHS]),
     Case("no StringIds table", without_string_ids, 0, ["no string table (StringIds)"], "json", needs=[GRAPHS]),
     Case("nvprof with a zeroed page", zeroed_nvprof_page, 2, ["zeroed.nvvp", "malformed"], needs=[NVPROF]),
     Case("60,000-character names", huge_names, 0, ["vectorized_elementwise_kernel"], max_line=300),

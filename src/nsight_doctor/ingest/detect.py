@@ -162,3 +162,6 @@ def sqlite_tables(p: Path) -> set[str]:
             con.close()
     except sqlite3.DatabaseError as e:
         raise InputError(f"{describe(p)} is a corrupt SQLite database ({e})") from None
+    except UnicodeDecodeError:
+        # A damaged schema: its table names are no longer text.
+        raise InputError(f"{describe(p)} is a corrupt SQLite database (its schema is not valid text)") from None

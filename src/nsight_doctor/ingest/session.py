@@ -72,7 +72,7 @@ def nsys_start(path: Path) -> int | None:
     con = sqlite3.connect(sqlite_uri(path), uri=True)
     try:
         row = con.execute("SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-    except sqlite3.OperationalError:
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
         return None
     finally:
         con.close()
