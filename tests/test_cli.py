@@ -180,6 +180,10 @@ def test_rules_list_and_explain():
     assert r.returncode == 0
     for heading in ("## What it detects", "## Why it matters", "## Evidence", "## What to do"):
         assert heading in r.stdout
+    # No markup meant for the docs pages: the generated comment, or placeholders as <tags>.
+    r = run_cli("rules", "explain", "small-grid")
+    assert r.returncode == 0 and "<!--" not in r.stdout and "<advice>" not in r.stdout
+    assert "`{advice}` is the advice in the terms of the detected framework" in r.stdout
     one_error_line(run_cli("rules", "explain", "nope"), "no rule 'nope'")
 
 

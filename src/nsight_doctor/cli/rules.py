@@ -72,7 +72,10 @@ def rules_explain(rule_id, rules_dirs):
     by_id = {r.id: r for r in all_rules}
     if rule_id not in by_id:
         raise DoctorError(f"no rule '{rule_id}' (see: nsight-doctor rules list)")
-    click.echo(sanitize(rule_page(by_id[rule_id])), nl=False)  # a user rule's text is untrusted
+    page = rule_page(by_id[rule_id])
+    if page.startswith("<!--"):  # the docs page's "generated" comment means nothing in a terminal
+        page = page.split("\n", 1)[1].lstrip("\n")
+    click.echo(sanitize(page), nl=False)  # a user rule's text is untrusted
     return 0
 
 

@@ -69,7 +69,11 @@ def recommendation_lines(rule: Rule) -> list[str]:
             f"(its `{whole.group(1)}` column: see the query below).",
             "",
         ]
-    return ["The finding's recommendation:", "", "> " + PLACEHOLDER.sub(r"<\1>", text), ""]
+    # Placeholders as code spans: an <advice> would vanish from rendered Markdown as a tag.
+    lines = ["The finding's recommendation:", "", "> " + PLACEHOLDER.sub(r"`{\1}`", text), ""]
+    if "{advice" in text:
+        lines += ["`{advice}` is the advice in the terms of the detected framework (the `advice` view).", ""]
+    return lines
 
 
 def index_page(rules: list[Rule]) -> str:
