@@ -8,7 +8,6 @@ line per column, and is written with exactly those columns and types.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -18,6 +17,7 @@ import polars as pl
 
 from nsight_doctor import yamlio
 from nsight_doctor.db import quote
+from nsight_doctor.ingest.tables import Column, Table  # the same declared-table shape as the base tables
 
 # Where pyarrow is installed, DuckDB reads the frames through it (Acero), which warns on stderr
 # about each of Polars' buffers that is not 64-byte aligned; copying them aligned is silent and
@@ -25,43 +25,30 @@ from nsight_doctor.db import quote
 os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")
 
 
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str
-    doc: str
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    doc: str
-    columns: tuple[Column, ...]
-
-    @property
-    def column_names(self) -> list[str]:
-        return [c.name for c in self.columns]
+@lru_cache(maxsize=1)
+def spec() -> dict[str, Any]:
+    """tables.yaml, read once."""
+    return yamlio.load(resources.files("nsight_doctor.store.timeline").joinpath("tables.yaml").read_text())
 
 
 @lru_cache(maxsize=1)
 def tables() -> dict[str, Table]:
     """The tables the timeline writes, in the order of tables.yaml."""
-    data = yamlio.load(resources.files("nsight_doctor.store.timeline").joinpath("tables.yaml").read_text())
+    data = spec()
     return {
         name: Table(
             name,
-            " ".join(spec["doc"].split()),
-            tuple(Column(c, s["type"], " ".join(s["doc"].split())) for c, s in spec["columns"].items()),
+            " ".join(t["doc"].split()),
+            tuple(Column(c, s["type"], " ".join(s["doc"].split())) for c, s in t["columns"].items()),
         )
-        for name, spec in data["tables"].items()
+        for name, t in data["tables"].items()
     }
 
 
 @lru_cache(maxsize=1)
 def inputs() -> list[str]:
     """The views and tables of the store that the timeline reads."""
-    data = yamlio.load(resources.files("nsight_doctor.store.timeline").joinpath("tables.yaml").read_text())
-    return list(data["inputs"])
+    return list(spec()["inputs"])
 
 
 def read(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
