@@ -78,6 +78,14 @@ def plain(v: Any) -> Any:
         return str(v)
 
 
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
+    """Inserts rows (tuples in the table's column order) in one statement: executemany costs a
+    statement per row."""
+    if rows:
+        values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
+        con.execute(f"INSERT INTO {quote(table)} VALUES {values}", [v for row in rows for v in row])
+
+
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> list[dict[str, Any]]:
     """The result of a query as a list of dicts of plain values."""
     cur = con.execute(sql, params or [])

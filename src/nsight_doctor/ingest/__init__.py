@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import first_line, scalar, table_exists
+from nsight_doctor.db import first_line, insert_rows, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep, nvprof
 from nsight_doctor.ingest.demangle import short_name
@@ -210,10 +210,8 @@ def redact_launch(con: duckdb.DuckDBPyConnection) -> None:
     changed = [name for (name, value), (_, old) in zip(hidden, rows) if value != (old or "")]
     if not changed:
         return
-    # One statement for the whole table (executemany costs a statement per row).
     con.execute("DELETE FROM base_capture_meta")
-    values = ", ".join(["(?, ?)"] * len(hidden))
-    con.execute(f"INSERT INTO base_capture_meta (name, value) VALUES {values}", [v for row in hidden for v in row])
+    insert_rows(con, "base_capture_meta", hidden)
 
 
 def bound_identifiers(con: duckdb.DuckDBPyConnection) -> None:

@@ -40,7 +40,7 @@ import duckdb
 
 from nsight_doctor import __version__, yamlio
 from nsight_doctor.cachedir import private_dir
-from nsight_doctor.db import first_line, one, quiet, quote, sandbox, scalar, table_exists
+from nsight_doctor.db import first_line, insert_rows, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
 from nsight_doctor.runtime import duckdb_threads
@@ -122,13 +122,6 @@ def launch_settings_rows() -> list[tuple[str, str, str, str, str]]:
     """(name, value pattern, kind, effect, reference) from launch_settings.yaml."""
     data = yamlio.load(resources.files("nsight_doctor.store").joinpath("launch_settings.yaml").read_text())
     return [(s["name"], s["value"], s["kind"], " ".join(s["effect"].split()), s["reference"]) for s in data["settings"]]
-
-
-def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
-    """One statement: executemany costs a statement per row."""
-    if rows:
-        values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
-        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in row])
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
