@@ -24,6 +24,11 @@ def step_gpu(s: Summary) -> SteadyGpu | None:
     return max(s.steady_gpus, key=lambda g: (g.steps or 0, -g.device_id))
 
 
+def all_steps(s: Summary) -> int:
+    """The steady steps of every GPU of a profile: what its all-GPU totals are divided by."""
+    return sum(g.steps or 0 for g in s.steady_gpus)
+
+
 def decode_kind(g: SteadyGpu | None):
     return next((k for k in g.step_kinds if k.kind == "decode"), None) if g else None
 
@@ -159,7 +164,7 @@ def threads_per_step(s: Summary) -> dict[tuple[str | None, str | None], tuple[fl
     """Per kernel (name, template arguments) of the steady state: threads launched and GPU time
     per step, summed over its launch shapes and every GPU's steps (as kernel rows are).
     Collectives are left out: their grid is the channels, whatever the size of the message."""
-    steps = sum(g.steps or 0 for g in s.steady_gpus)
+    steps = all_steps(s)
     out: dict[tuple[str | None, str | None], tuple[float, float]] = {}
     if not steps:
         return out
@@ -179,7 +184,7 @@ def work_scale(profiles: Sequence[Profile], i: int) -> WorkScale | None:
     """None when too little of the baseline's kernel time is in kernels both ran to tell."""
     sb, si = profiles[0].diagnosis.summary, profiles[i].diagnosis.summary
     a, b = threads_per_step(sb), threads_per_step(si)
-    steps = sum(g.steps or 0 for g in sb.steady_gpus)
+    steps = all_steps(sb)
     kernel_ns = sum(k.total_ns for k in sb.steady_kernels) / steps if steps else 0
     pairs = sorted(
         ((b[key][0] / ta, ns, key) for key, (ta, ns) in a.items() if ta > 0 and key in b and b[key][0] > 0),

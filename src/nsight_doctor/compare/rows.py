@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nsight_doctor.compare.metrics import METRICS, change, decode_kind, per_step, step_gpu, token_time
+from nsight_doctor.compare.metrics import METRICS, all_steps, change, decode_kind, per_step, step_gpu, token_time
 from nsight_doctor.compare.model import GpuRow, KernelRow, NcuRow, PhaseRow, Profile, Row
 from nsight_doctor.sections import SteadyGpu, Summary
 
@@ -217,7 +217,7 @@ def category_rows(profiles: Sequence[Profile], basis: str) -> list[Row]:
             if g.graph_ns:
                 t["cuda-graph"] = t.get("cuda-graph", 0) + g.graph_ns
         totals.append(t)
-        steps = sum(g.steps or 0 for g in s.steady_gpus)
+        steps = all_steps(s)
         divs.append((float(steps) if steps else None) if basis == "step" else (1.0 if s.steady_gpus else None))
     keys = sorted({k for t in totals for k in t}, key=lambda k: -max(t.get(k, 0) for t in totals))
     return [
@@ -317,7 +317,7 @@ def kernel_rows(profiles: Sequence[Profile], basis: str) -> list[KernelRow]:
     divs: list[float | None] = []
     for p in profiles:
         s = p.diagnosis.summary
-        steps = sum(g.steps or 0 for g in s.steady_gpus)
+        steps = all_steps(s)
         divs.append((float(steps) if steps else None) if basis == "step" else 1.0)
     left: list[list[_K]] = [list(ks) for ks in lists]
     groups: list[tuple[str, list[list[_K]]]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsight_doctor.compare.metrics import pct_text, same_work, step_gpu, times, work_scale
+from nsight_doctor.compare.metrics import all_steps, pct_text, same_work, step_gpu, times, work_scale
 from nsight_doctor.compare.model import CompareWarning, KernelRow, Profile
 from nsight_doctor.model import Diagnosis, fmt_ns
 from nsight_doctor.sections import Summary
@@ -141,7 +141,7 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
     for i, p in enumerate(profiles[1:], 1):
         why = step_work(profiles, i)
         shapes = shape_change(rows, i)
-        steps = bool(step_gpu(sums[0]) and step_gpu(sums[i]) and basis_steps(sums[0]) and basis_steps(sums[i]))
+        steps = bool(step_gpu(sums[0]) and step_gpu(sums[i]) and all_steps(sums[0]) and all_steps(sums[i]))
         if shapes is not None and shapes[0] >= SHAPE_CHANGE_WARN_PCT and (why is not None or not steps):
             out.append(
                 CompareWarning(
@@ -161,10 +161,6 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
                 )
             )
     return out
-
-
-def basis_steps(s: Summary) -> int:
-    return sum(g.steps or 0 for g in s.steady_gpus)
 
 
 def step_work(profiles: Sequence[Profile], i: int) -> str | None:
