@@ -372,15 +372,18 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels) -> pl.DataFrame:
     ).sort(["device_id", "chosen", "rank", "occurrences"], descending=[False, True, True, True])
 
 
+def step_at(frame: pl.DataFrame, t: str, st: pl.DataFrame) -> pl.DataFrame:
+    """frame, sorted by its time column t, with the step of its GPU that began last at or
+    before t (step; its start s0 and end s1), null before the first."""
+    s = st.select("device_id", "step", s0="start", s1="end").sort("s0")
+    return frame.sort(t).join_asof(
+        s, left_on=t, right_on="s0", by="device_id", strategy="backward", check_sortedness=False
+    )
+
+
 def step_of(g: pl.DataFrame, st: pl.DataFrame) -> pl.Series:
     """The step each gap lies in (its start in the step, its end too), or null; in g's order."""
-    s = st.select("device_id", "step", s0="start", s1="end").sort("s0")
-    out = (
-        g.with_row_index("row")
-        .sort("start")
-        .join_asof(s, left_on="start", right_on="s0", by="device_id", strategy="backward", check_sortedness=False)
-        .sort("row")
-    )
+    out = step_at(g.with_row_index("row"), "start", st).sort("row")
     return out.select(pl.when(pl.col("end") <= pl.col("s1")).then(pl.col("step"))).to_series()
 
 
@@ -438,15 +441,7 @@ def step_parts(
         *[pl.col(f"{p}_ns").fill_null(0) for p in gaps_mod.PARTS]
     )
     # The step's launching thread, and the GPU busy time while it was blocked in a call.
-    lo = ops.filter(pl.col("tid").is_not_null()).select("device_id", "start", "pid", "tid").sort("start")
-    lo = lo.join_asof(
-        st.select("device_id", "step", s0="start").sort("s0"),
-        left_on="start",
-        right_on="s0",
-        by="device_id",
-        strategy="backward",
-        check_sortedness=False,
-    )
+    lo = step_at(ops.filter(pl.col("tid").is_not_null()).select("device_id", "start", "pid", "tid"), "start", st)
     thread = (
         lo.filter(pl.col("step").is_not_null())
         .group_by("device_id", "step", "pid", "tid")
@@ -463,23 +458,8 @@ def step_parts(
         .unique()
         .filter(pl.col("device_id").is_not_null())
     )
-    k = st.select("device_id", "step", s0="start")
-    b = (
-        b.sort("b0")
-        .join_asof(
-            k.sort("s0"), left_on="b0", right_on="s0", by="device_id", strategy="backward", check_sortedness=False
-        )
-        .rename({"step": "k0"})
-        .drop("s0")
-    )
-    b = (
-        b.sort("b1")
-        .join_asof(
-            k.sort("s0"), left_on="b1", right_on="s0", by="device_id", strategy="backward", check_sortedness=False
-        )
-        .rename({"step": "k1"})
-        .drop("s0")
-    )
+    b = step_at(b, "b0", st).rename({"step": "k0"}).drop("s0", "s1")
+    b = step_at(b, "b1", st).rename({"step": "k1"}).drop("s0", "s1")
     b = b.with_columns(pl.col("k0").fill_null(pl.col("k1").min().over("device_id"))).filter(pl.col("k1").is_not_null())
     b = b.with_columns(step=pl.int_ranges("k0", pl.col("k1") + 1)).explode("step")
     w = b.join(
