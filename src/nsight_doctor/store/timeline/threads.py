@@ -21,38 +21,39 @@ def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Each window (wid, pid, tid, w0, w1 with w1 > w0) with the range of its thread's calls
     that touch it: first, the first call that ends after w0; last, the last that begins before
     w1 (at least first). first is null when no call of the thread ends after w0: it ran code
-    outside CUDA throughout (after its last call, or on a thread with no calls)."""
+    outside CUDA throughout (after its last call, or on a thread with no calls).
+
+    calls is in thread order and its calls do not overlap, so both their starts and their ends
+    rise within a thread. Each thread's times are moved onto a line of their own (offset past
+    the previous thread's) so that one binary search over all calls finds every window's calls,
+    instead of a join per thread."""
     w = windows.filter(pl.col("w1") > pl.col("w0")).select("wid", "pid", "tid", "w0", "w1")
     if calls.height == 0:
         return w.with_columns(first=pl.lit(None, pl.Int64), last=pl.lit(None, pl.Int64))
-    by_end = calls.select("pid", "tid", "end", first="ci").sort("end")
-    by_start = calls.select("pid", "tid", "start", last="ci").sort("start")
-    w = (
-        w.sort("w0")
-        .join_asof(
-            by_end,
-            left_on="w0",
-            right_on="end",
-            by=["pid", "tid"],
-            strategy="forward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        .drop("end")
+    th = (
+        calls.group_by("pid", "tid", maintain_order=True)
+        .agg(lo=pl.col("ci").first(), hi=pl.col("ci").last(), t0=pl.col("start").first(), t1=pl.col("end").max())
+        .with_columns(span=pl.col("t1") - pl.col("t0"))
     )
-    w = (
-        w.sort("w1")
-        .join_asof(
-            by_start,
-            left_on="w1",
-            right_on="start",
-            by=["pid", "tid"],
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        .drop("start")
+    th = th.with_columns(base=(pl.col("span") + 2).cum_sum().shift(1, fill_value=0) + 1)
+    per_call = th.select(pl.col("base").repeat_by(pl.col("hi") - pl.col("lo") + 1).explode()).to_series()
+    t0 = th.select(pl.col("t0").repeat_by(pl.col("hi") - pl.col("lo") + 1).explode()).to_series()
+    start_line = calls["start"] - t0 + per_call
+    end_line = calls["end"] - t0 + per_call
+    w = w.join(th.select("pid", "tid", "lo", "hi", "t0", "span", "base"), on=["pid", "tid"], how="left")
+
+    def line(t: str) -> pl.Expr:
+        # -1 and span + 1 keep a time before or after all of the thread's calls on its own line
+        return (pl.col(t) - pl.col("t0")).clip(-1, pl.col("span") + 1) + pl.col("base")
+
+    w = w.with_columns(x0=line("w0").fill_null(0), x1=line("w1").fill_null(0))
+    first = end_line.search_sorted(w["x0"], side="right").cast(pl.Int64)
+    last = start_line.search_sorted(w["x1"], side="left").cast(pl.Int64) - 1
+    w = w.with_columns(first=first, last=last).with_columns(
+        first=pl.when(pl.col("lo").is_not_null() & (pl.col("first") <= pl.col("hi"))).then("first"),
+        last=pl.when(pl.col("lo").is_not_null() & (pl.col("last") >= pl.col("lo"))).then("last"),
     )
+    w = w.select("wid", "pid", "tid", "w0", "w1", "first", "last")
     return w.with_columns(last=pl.max_horizontal("first", pl.col("last").fill_null(pl.col("first"))))
 
 
