@@ -121,12 +121,28 @@ def sequence(ops: pl.DataFrame) -> pl.DataFrame:
     return s.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
 
 
+GRAPH_KEY = 0  # the integer key of "graph launch" (kernel keys are 64-bit hashes)
+
+
+def key_name(kid: pl.Expr) -> pl.Expr:
+    """A signature's key in words: "graph launch", or its hash as text."""
+    return pl.when(kid == GRAPH_KEY).then(pl.lit("graph launch")).otherwise(kid.cast(pl.String))
+
+
+def key_id(key: pl.Expr) -> pl.Expr:
+    """The integer key (kid) of a key in words."""
+    kid = key.cast(pl.UInt64, strict=False)
+    return pl.when(key == "graph launch").then(pl.lit(GRAPH_KEY, pl.UInt64)).otherwise(kid)
+
+
 def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per GPU and signature (kernel signatures, and "graph launch"): occurrences, regularity
-    of the period and span; and the occurrences themselves."""
+    of the period and span; and the occurrences themselves. Occurrences are keyed by an
+    integer (kid: sorting two million strings cost a second); the signatures also by key, the
+    same in words."""
     total = seq.group_by("device_id").agg(total=pl.len())
-    kern = seq.select(
-        "device_id", "seq", "start", "end", "category", "name_id", "dn_id", key=pl.col("sig").cast(pl.String)
+    kern = seq.filter(pl.col("sig").is_not_null()).select(
+        "device_id", "seq", "start", "end", "category", "name_id", "dn_id", kid=pl.col("sig").cast(pl.UInt64)
     )
     graphs = seq.filter("graph_start").select(
         "device_id",
@@ -136,12 +152,12 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         category=pl.lit("graph", pl.Categorical),
         name_id=pl.lit(None, pl.Int64),
         dn_id=pl.lit(None, pl.Int64),
-        key=pl.lit("graph launch"),
+        kid=pl.lit(GRAPH_KEY, pl.UInt64),
     )
     occ = pl.concat([kern, graphs], how="vertical_relaxed")
-    occ = occ.with_columns(n=pl.len().over("device_id", "key")).filter(pl.col("n") >= 3)
-    occ = occ.sort(["device_id", "key", "seq"]).with_columns(stride=pl.col("seq").diff().over("device_id", "key"))
-    st = occ.group_by("device_id", "key").agg(
+    occ = occ.with_columns(n=pl.len().over("device_id", "kid")).filter(pl.col("n") >= 3)
+    occ = occ.sort(["device_id", "kid", "seq"]).with_columns(stride=pl.col("seq").diff().over("device_id", "kid"))
+    st = occ.group_by("device_id", "kid").agg(
         n=pl.len(),
         first=pl.col("seq").min(),
         last=pl.col("seq").max(),
@@ -153,6 +169,7 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         reg_hits=((pl.col("stride") - pl.col("stride").median()).abs() <= 0.25 * pl.col("stride").median()).sum(),
     )
     st = st.join(total, on="device_id").with_columns(
+        key=key_name(pl.col("kid")),
         reg=pl.col("reg_hits") / (pl.col("n") - 1),
         span=(pl.col("last") - pl.col("first")) / pl.col("total"),
     )
@@ -162,17 +179,17 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
     """host: the share of each signature's periods that hold a round trip to the host.
     trips: device_id, t (when a blocking call returned, or a copy to the host ended)."""
-    o = occ.join(st.select("device_id", "key"), on=["device_id", "key"], how="semi").select("device_id", "key", "start")
+    o = occ.join(st.select("device_id", "kid"), on=["device_id", "kid"], how="semi").select("device_id", "kid", "start")
     if trips.height == 0:
         return st.with_columns(host=pl.lit(0.0))
     cum = trips.sort("t").with_columns(k=pl.int_range(1, pl.len() + 1).over("device_id"))
     o = o.sort("start").join_asof(
         cum, left_on="start", right_on="t", by="device_id", strategy="backward", check_sortedness=False
     )
-    o = o.with_columns(k=pl.col("k").fill_null(0)).sort(["device_id", "key", "start"])
-    o = o.with_columns(hit=(pl.col("k").diff().over("device_id", "key") > 0))
-    h = o.group_by("device_id", "key").agg(host=pl.col("hit").sum() / (pl.len() - 1))
-    return st.join(h, on=["device_id", "key"], how="left").with_columns(pl.col("host").fill_null(0.0))
+    o = o.with_columns(k=pl.col("k").fill_null(0)).sort(["device_id", "kid", "start"])
+    o = o.with_columns(hit=(pl.col("k").diff().over("device_id", "kid") > 0))
+    h = o.group_by("device_id", "kid").agg(host=pl.col("hit").sum() / (pl.len() - 1))
+    return st.join(h, on=["device_id", "kid"], how="left").with_columns(pl.col("host").fill_null(0.0))
 
 
 def marks(st: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
@@ -319,7 +336,7 @@ def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips
     anchor, after the GPU's longest wait within two median periods before the first one; the
     last ends where a next one would begin a median period on, or with the GPU's last
     operation before that."""
-    a = occ.join(choice.select("device_id", key="anchor"), on=["device_id", "key"], how="semi")
+    a = occ.join(choice.select("device_id", kid=key_id(pl.col("anchor"))), on=["device_id", "kid"], how="semi")
     a = a.select("device_id", a_seq="seq").sort(["device_id", "a_seq"])
     a = a.with_columns(
         k=pl.int_range(1, pl.len() + 1).over("device_id"), nxt=pl.col("a_seq").shift(-1).over("device_id")
