@@ -118,6 +118,19 @@ def test_findings_never_claim_more_than_their_window(diagnosis):
         assert sum(per_gpu.values()) <= s.steady_state.window_ns
 
 
+def test_severity_follows_the_share_of_the_window_recovered(diagnosis):
+    # The scale of docs/rules/index.md, written out here rather than read from the code.
+    for f in diagnosis.findings:
+        if f.scope == "capture":
+            continue
+        assert f.window_ns, f"{f.rule_id}: a finding about the workload has a window"
+        share = 100 * f.impact_ns / f.window_ns
+        floor = {"critical": 20, "high": 20, "medium": 5, "low": 0, "info": 0}[f.severity]
+        assert share >= floor, f"{f.rule_id} is {f.severity} at {share:.1f}% of its window"
+        if f.scope == "startup":
+            assert f.severity in ("medium", "low", "info"), f"one-time {f.rule_id} is {f.severity}"
+
+
 def test_summary_and_findings_agree(diagnosis):
     s = diagnosis.summary
     one_gpu = len([g for g in s.gpus if g.busy_ns]) == 1

@@ -179,7 +179,7 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 stage = "running the rules"
                 if opts.progress:
                     opts.progress("rules")
-                findings, skipped = rules.evaluate(con, chosen, opts.rule_timeout)
+                findings, skipped = rules.evaluate(con, chosen, opts.rule_timeout, summ.impact_window()[0])
                 datasets = {}
                 if opts.report_data:
                     stage = "reading the charts' data"

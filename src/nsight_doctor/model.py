@@ -68,6 +68,25 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
 
+# The severity scale, one for every rule: the share of the finding's window (its GPU's steady
+# state; for start-up findings, the activity window) that a fix would recover, at least this
+# many percent. A rule's own severity is the most its findings can be; one-time start-up costs
+# are at most medium, and notes on the capture keep the rule's own (they recover no time).
+SEVERITY_SCALE = (("high", 20.0), ("medium", 5.0), ("low", 0.0))
+STARTUP_CEILING = "medium"
+
+
+def severity_for(share_pct: float | None, ceiling: str, scope: str) -> str:
+    """A finding's severity from the share of its window it recovers (None: unknown, the
+    rule's own)."""
+    if scope == "capture" or share_pct is None:
+        return ceiling
+    graded = next(sev for sev, pct in SEVERITY_SCALE if share_pct >= pct)
+    if scope == "startup":
+        ceiling = min(ceiling, STARTUP_CEILING, key=severity_rank)
+    return min(graded, ceiling, key=severity_rank)
+
+
 def scope_rank(scope: str) -> int:
     return list(SCOPES).index(scope)
 

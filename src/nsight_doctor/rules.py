@@ -42,6 +42,7 @@ from nsight_doctor.model import (
     Threshold,
     fill,
     scope_rank,
+    severity_for,
     severity_rank,
 )
 
@@ -409,10 +410,14 @@ DEFAULT_TIMEOUT = 300.0
 
 
 def evaluate(
-    con: duckdb.DuckDBPyConnection, rules: list[Rule], timeout: float | None = DEFAULT_TIMEOUT
+    con: duckdb.DuckDBPyConnection,
+    rules: list[Rule],
+    timeout: float | None = DEFAULT_TIMEOUT,
+    window_ns: int | None = None,
 ) -> tuple[list[Finding], list[Skipped]]:
-    """The rules' findings, ranked, and the rules skipped for want of data; each query of a rule
-    may take ``timeout`` seconds, within the store's memory limit."""
+    """The rules' findings, graded (window_ns: the time an impact is a share of where the rule
+    gives none) and ranked, and the rules skipped for want of data; each query of a rule may
+    take ``timeout`` seconds, within the store's memory limit."""
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     has_rows: dict[str, bool] = {}
@@ -426,8 +431,17 @@ def evaluate(
         if missing:
             skipped.append(Skipped(rule.id, f"no rows in {', '.join(missing)}"))
             continue
-        findings.extend(evaluate_rule(con, rule, timeout))
+        findings.extend(grade(f, rule.severity, window_ns) for f in evaluate_rule(con, rule, timeout))
     return rank(findings), skipped
+
+
+def grade(f: Finding, ceiling: str, window_ns: int | None) -> Finding:
+    """Sets the finding's window (its own, else window_ns) and its severity on the scale."""
+    if f.scope != "capture" and f.window_ns is None:
+        f.window_ns = window_ns
+    share = 100.0 * f.impact_ns / f.window_ns if f.window_ns else None
+    f.severity = severity_for(share, ceiling, f.scope)
+    return f
 
 
 def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule, timeout: float | None = DEFAULT_TIMEOUT) -> list[Finding]:

@@ -136,10 +136,11 @@ JSON_OUTRO = """## `findings[]`
 
 In rank order: most recoverable time first, severity breaking ties. `impact_ns` is the
 rule's estimate of the time a fix would recover (each rule's page in docs/rules says how it
-is estimated); profile-health findings have 0. `evidence` holds the row of the rule's query
-(numbers with their units in the key: `_ns`, `_pct`, `bytes`) and, for some rules, tables
-as lists of objects (e.g. `largest_gaps`). `title`, `message` and `recommendation` are plain
-text; kernel names and NVTX text inside them are exactly as recorded.
+is estimated); profile-health findings have 0. `window_ns` is the time it is a share of, and
+`severity` follows from that share on one scale for every rule (docs/rules/index.md).
+`evidence` holds the row of the rule's query (numbers with their units in the key: `_ns`,
+`_pct`, `bytes`) and, for some rules, tables as lists of objects (e.g. `largest_gaps`).
+`title`, `message` and `recommendation` are plain text; kernel names and NVTX text inside them are exactly as recorded.
 
 `sql` is the finding's provenance: the SQL that produced its evidence, runnable as it is
 against the store kept with `--db` (docs/reports.md). `sql.query` is the rule's query with

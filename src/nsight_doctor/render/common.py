@@ -413,9 +413,8 @@ def ncu_rows(s: Summary) -> Rows:
 
 
 def window_of(f: Finding, d: Diagnosis) -> int | None:
-    """The time a finding's impact is a share of (see impact_text)."""
-    steady = d.summary.steady_state
-    return f.window_ns or (steady.window_ns if steady else d.summary.capture.gpu_window_ns)
+    """The time a finding's impact is a share of (see impact_text): set by rules.grade."""
+    return f.window_ns or d.summary.impact_window()[0]
 
 
 def impact_text(f: Finding, d: Diagnosis) -> str:
@@ -424,7 +423,7 @@ def impact_text(f: Finding, d: Diagnosis) -> str:
     if f.scope == "capture":
         return "a note on the capture itself"
     window = window_of(f, d)
-    where = "of the steady state" if f.scope == "steady" else "of the activity window"
+    where = "of " + (d.summary.impact_window()[1] if f.scope == "steady" else "the activity window")
     share = f", {pct(100 * f.impact_ns / window)} {where}" if window else ""
     if f.scope == "startup":
         return f"one-time: {fmt_ns(f.impact_ns)} idle{share}"

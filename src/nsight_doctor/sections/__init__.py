@@ -501,5 +501,17 @@ class Summary:
         "their environment variables that distort the capture or set a knob of the run (recorded_settings)", []
     )
 
+    def impact_window(self) -> tuple[int | None, str]:
+        """The time a finding's impact is a share of where its rule gives none, and its name:
+        the steady state, else the GPU activity window, else the kernel time the Nsight Compute
+        reports profiled."""
+        if self.steady_state is not None:
+            return self.steady_state.window_ns, "the steady state"
+        if self.capture.gpu_window_ns:
+            return self.capture.gpu_window_ns, "the activity window"
+        if self.ncu is not None and self.ncu.profiled_ns:
+            return round(self.ncu.profiled_ns), "the profiled kernels' time"
+        return None, "the steady state"
+
     def to_json(self) -> dict[str, Any]:
         return to_json(self)

@@ -65,5 +65,6 @@ class Ncu(Section):
     with_stall_reasons: int = 0
     with_cache_metrics: int = 0
     with_roofline_metrics: int = 0
+    profiled_ns: float | None = None
     coverage_pct: float | None = None
     groups: list[NcuGroup] = child("per launch configuration, most GPU time first (summary_ncu_groups)", [])
