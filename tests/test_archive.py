@@ -92,6 +92,45 @@ def test_ingest_finds_pairs_copies_and_failures(fleet, archive):
     assert not any(p.endswith("notes.txt") for p in roles)
 
 
+def test_ingest_counts_each_profile_once(fleet):
+    """The closing line counts profiles one way: analysed + already in + failed = profiles."""
+    db, r = fleet
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith(f"{db}: ")]
+    assert f"{db}: 5 profiles: 4 analysed, 0 already in, 1 failed; 1 duplicate path;" in line
+
+
+def test_unreadable_files_count_as_profiles_that_failed(tmp_path):
+    root = tmp_path / "in"
+    root.mkdir()
+    shutil.copy(sample("decode_b1"), root / "ok.sqlite")
+    (root / "cut.sqlite").write_bytes(sample("decode_b1").read_bytes()[:1000])  # truncated
+    (root / "junk.nsys-rep").write_bytes(b"x")
+    db = tmp_path / "fleet.duckdb"
+    r = run_cli("ingest", str(root), "--db", str(db), "-j", "1")
+    assert r.returncode == 1
+    assert f"{db}: 3 profiles: 1 analysed, 0 already in, 2 failed (2 could not be read);" in r.stdout
+    assert len(q(db, "SELECT * FROM failures")) == 2
+
+
+def test_ingest_of_a_folder_without_profiles_is_one_line_and_no_database(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("not a profile")
+    db = tmp_path / "fleet.duckdb"
+    r = run_cli("ingest", str(tmp_path / "empty"), "--db", str(db))
+    one_error_line(r, "no profiles found in")
+    assert "(1 file of another kind)" in r.stderr
+    assert not db.exists() and not Path(str(db) + ".wal").exists()
+
+
+def test_fleet_report_keeps_the_start_of_an_error(fleet):
+    db, _ = fleet
+    r = run_cli("report", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    [row] = [ln for ln in r.stdout.splitlines() if "broken.nsys-rep" in ln and "Error" in ln]
+    [(error,)] = q(db, "SELECT error FROM failures")
+    assert " ".join(error.split())[:40] in row
+
+
 def test_fleet_rows_agree_with_analyze(fleet, archive):
     db, _ = fleet
     d = analyze([archive / "hf_sdpa" / "hf_sdpa.sqlite"])
@@ -409,6 +448,8 @@ SUBSET = [
     "panjd123__cutlass/report-s4.ncu-rep",
     "m-goldstein__GPU_ML/timeline.nvvp",
     "CO18326__uvmTorch/report1.sqlite",
+    "Mlightsnow__DD2360-llm.c/report1.nsys-rep",  # captured by nsys 2023.4, exported by 2025.3
+    "Mlightsnow__DD2360-llm.c/report1.export-nsys2025.3.sqlite",
 ]
 
 
@@ -430,7 +471,13 @@ def test_corpus_ingest(tmp_path):
     kinds = dict(q(db, "SELECT kind, count(*) FROM profiles GROUP BY 1"))
     assert {"nsys-rep", "ncu-rep", "nvprof", "nsys-sqlite"} <= set(kinds)
     if not FULL_CORPUS:
-        assert sum(kinds.values()) == 4 and len(failures) == 1
+        assert sum(kinds.values()) == 5 and len(failures) == 1
+    # A report with its export: the nsys that captured it (the report's), as analyze shows it,
+    # not the one that exported it.
+    [(tool_version, exporter)] = q(
+        db, "SELECT tool_version, exporter_version FROM profiles WHERE path LIKE '%Mlightsnow%report1.nsys-rep'"
+    )
+    assert tool_version.startswith("2023.4") and exporter.startswith("2025.3"), (tool_version, exporter)
     # Every profile is whole: summary row, and findings numbered from 1.
     assert q(db, "SELECT count(*) FROM profiles WHERE profile_id NOT IN (SELECT profile_id FROM summaries)") == [(0,)]
     assert q(db, "SELECT count(*) FROM findings WHERE rank < 1") == [(0,)]

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from conftest import SAMPLES, run_cli, sample, sha256
+from conftest import SAMPLES, run_cli, sample, sha256, unxz
 
 B1 = str(sample("decode_b1"))
 
@@ -354,3 +354,24 @@ def test_every_note_reaches_every_format(tmp_path):
     assert note in " ".join(json.loads(reports["json"])["notes"])
     for fmt, text in reports.items():
         assert note in " ".join(text.replace("\\", "").split()), fmt
+
+
+@pytest.mark.slow
+def test_idle_time_over_several_gpus_says_so_in_every_format(tmp_path):
+    """Two GPUs idle in the same wall-clock time: their idle time summed can exceed the
+    activity window, so the text, Markdown and HTML say it is summed and give it per GPU."""
+    path = unxz(sample("tp2_straggler", ".sqlite.xz"), tmp_path)
+    reports = {}
+    for fmt in ("text", "markdown", "html", "json"):
+        out = tmp_path / f"r.{fmt}"
+        r = run_cli("analyze", str(path), "--format", fmt, "-o", str(out), "--no-cache")
+        assert r.returncode == 0, r.stderr
+        reports[fmt] = " ".join(out.read_text().split())
+    idle = json.loads(reports.pop("json"))["summary"]["idle"]
+    assert idle["gpus"] == 2
+    con = sqlite3.connect(path)
+    devices = {d for (d,) in con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    con.close()
+    assert len(devices) == 2
+    assert "summed over 2 GPUs" in reports["text"] and "summed over 2 GPUs" in reports["markdown"]
+    assert "per GPU, 2 GPUs" in reports["html"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
 
-from nsight_doctor.errors import DoctorError
+from nsight_doctor.errors import DoctorError, InputError
 
 EXIT_FAILED = 1
 
@@ -175,22 +176,39 @@ def ingest(
         timeout=timeout,
         progress=progress,
     )
+    existed = {p: p.exists() for p in (Path(db), Path(str(db) + ".wal"))}
     try:
         res = run_ingest(paths, db, opts)
     finally:
         progress.clear()
     failed = len(res.failed) + len(res.failed_before)
-    parts = [
-        f"{res.found} profiles",
-        f"{res.analysed} analysed",
-        f"{res.already} already in",
-    ]
+    # Each profile once: analysed, already in, or failed (those unreadable among them).
+    total = res.found + res.unreadable
+    if total == 0:
+        for p, was in existed.items():
+            if not was:
+                p.unlink(missing_ok=True)  # no empty database left behind
+        raise InputError(
+            f"no profiles found in {', '.join(str(p) for p in paths)}"
+            + (f" ({res.skipped_files:,} file of another kind)" if res.skipped_files == 1 else "")
+            + (f" ({res.skipped_files:,} files of other kinds)" if res.skipped_files > 1 else "")
+            + ": ingest reads Nsight Systems reports and exports, Nsight Compute reports and nvprof files, "
+            "also inside .tar and .zip archives"
+        )
+    parts = [f"{res.analysed:,} analysed", f"{res.already:,} already in", f"{failed:,} failed"]
+    if res.unreadable:
+        parts[-1] += f" ({res.unreadable:,} could not be read)"
+    extra = []
     if res.duplicates:
-        parts.append(f"{res.duplicates} duplicate path{'s' if res.duplicates != 1 else ''}")
+        extra.append(f"{res.duplicates:,} duplicate path{'s' if res.duplicates != 1 else ''}")
     if res.merged_leftovers:
-        parts.append(f"{res.merged_leftovers} from an interrupted run")
+        extra.append(f"{res.merged_leftovers:,} from an interrupted run")
     rate = res.analysed / res.seconds if res.seconds else 0
-    click.echo(f"{db}: {', '.join(parts)}; {failed} failed; {res.seconds:.1f} s ({rate:.2f} profiles/s)")
+    click.echo(
+        f"{db}: {total:,} profile{'s' if total != 1 else ''}: {', '.join(parts)}"
+        + (f"; {', '.join(extra)}" if extra else "")
+        + f"; {res.seconds:.1f} s ({rate:.2f} profiles/s)"
+    )
     if res.failed_before:
         click.echo(
             f"{len(res.failed_before)} of the failures failed before with the same content and were not "

@@ -65,6 +65,7 @@ class IngestResult:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (path, error), this run
     failed_before: list[tuple[str, str]] = field(default_factory=list)  # skipped known failures
     skipped_files: int = 0  # files that are not profiles
+    unreadable: int = 0  # profiles whose files could not be read or identified (in failed)
     merged_leftovers: int = 0
     seconds: float = 0.0
 
@@ -337,6 +338,7 @@ def ingest(paths: Sequence[str | os.PathLike], db: str | os.PathLike, opts: Inge
 
             for unit in found.units:
                 if unit.error is not None:
+                    res.unreadable += 1
                     fail(unit, unit.error, unit.error_type or "InputError")
             if tasks:
                 if opts.scheduler:

@@ -9,6 +9,7 @@ its ``to_dict()``) and registers itself in ``RENDERERS``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -223,9 +224,20 @@ def frequent_findings(r: Reader, top: int) -> Table:
     return Table(
         "frequent_findings",
         "Most frequent findings",
-        ["rule", "profiles", "of all", "findings", "total impact", "median impact", "median % of window", "severity"],
+        [
+            "rule",
+            "profiles",
+            "of all",
+            "findings",
+            "total impact (GPU time)",
+            "median impact",
+            "median % of window",
+            "severity",
+        ],
         rows,
-        "How many profiles each rule fired on, and the time a fix would recover, summed over them.",
+        "How many profiles each rule fired on, and the time a fix would recover, summed over them and over the GPUs "
+        "of each (GPU time: with several GPUs it can exceed a capture's length); the median share is per finding, "
+        "of its own GPU's window.",
         ["text", "int", "pct", "int", "ns", "ns", "pct", "text"],
     )
 
@@ -333,7 +345,13 @@ def cell(v: Any, unit: str) -> str:
 
 
 def shorten(s: str, n: int = 70) -> str:
-    return s if len(s) <= n else "…" + s[-(n - 1) :]
+    """A cell cut to n characters: a path keeps its end (the file's name), anything else (an
+    error message, a kernel name) its start, where it says what it is."""
+    if len(s) <= n:
+        return s
+    if os.sep in s and " " not in s:
+        return "…" + s[-(n - 1) :]
+    return s[: n - 1] + "…"
 
 
 def render_text(rep: FleetReport) -> str:

@@ -196,6 +196,20 @@ def copy_store_tables(con: duckdb.DuckDBPyConnection, profile_id: str, out: Path
     return written
 
 
+def captured_with(task: Task) -> str | None:
+    """The nsys that captured a profile whose report was found beside the export analysed (an
+    export records only the nsys that wrote it): what analyze of the report shows."""
+    from nsight_doctor.ingest.nsys_rep import report_version
+
+    for path in (p for c in task.candidates for p in c):
+        if path.endswith((".nsys-rep", ".qdrep")) and os.path.isfile(path):
+            try:
+                return report_version(Path(path))
+            except OSError:
+                return None
+    return None
+
+
 def diagnosis_rows(
     task: Task, inputs: list[str], d: Diagnosis, facts: dict[str, Any], seconds: float
 ) -> dict[str, list[dict[str, Any]]]:
@@ -215,7 +229,7 @@ def diagnosis_rows(
             [{**{k: i.get(k) for k in INPUT_FIELDS}, "path": task.shown.get(i["path"], i["path"])} for i in d.inputs]
         ),
         "tool": first.get("producer"),
-        "tool_version": first.get("producer_version"),
+        "tool_version": captured_with(task) or first.get("producer_version"),
         "exporter_version": first.get("exporter"),
         "gpu_names": facts["gpu_names"],
         "gpu_count": facts["gpu_count"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nsight_doctor.model import Diagnosis, Finding, fmt_bytes, fmt_ns
-from nsight_doctor.sections import Nvtx, Summary
+from nsight_doctor.sections import Idle, Nvtx, Summary
 
 
 def pct(v: float | None) -> str:
@@ -317,7 +317,7 @@ def idle_rows(s: Summary) -> Rows:
         return []
     causes = ", ".join(f"{r.cause} {pct(100 * r.total_ns / idle.idle_ns)}" for r in idle.by_cause if idle.idle_ns)
     hist = ", ".join(f"{h.bucket} {count(h.count)}" for h in idle.histogram if h.count)
-    rows = [("Idle gaps", f"{count(idle.gap_count)}, {fmt_ns(idle.idle_ns)} ({causes})"), ("", f"by length: {hist}")]
+    rows = [("Idle gaps", f"{count(idle.gap_count)}, {idle_total(idle)} ({causes})"), ("", f"by length: {hist}")]
     gaps = []
     for g in idle.largest:  # as many as --gaps asked for
         calls = ", ".join(clip(c.name or "?") for c in g.api_calls[:3]) or "no CUDA call"
@@ -326,6 +326,14 @@ def idle_rows(s: Summary) -> Rows:
             f"CPU in: {calls}; then {clip(g.next_op or '?')})"
         )
     return rows + labelled("Largest gaps", gaps)
+
+
+def idle_total(idle: Idle) -> str:
+    """The idle time in all, said to be summed over GPUs when there are several (it can then
+    exceed the activity window)."""
+    if idle.gpus > 1:
+        return f"{fmt_ns(idle.idle_ns)} summed over {idle.gpus} GPUs, {fmt_ns(idle.idle_ns / idle.gpus)} per GPU"
+    return fmt_ns(idle.idle_ns)
 
 
 def nvtx_rows(s: Summary) -> Rows:

@@ -171,7 +171,11 @@ def overview(d: Diagnosis) -> str:
             )
         )
     if s.idle.gap_count:
-        cards.append(card("GPU idle", fmt_ns(s.idle.idle_ns), f"in {s.idle.gap_count:,} gaps"))
+        if s.idle.gpus > 1:
+            per_gpu = fmt_ns(s.idle.idle_ns / s.idle.gpus)
+            cards.append(card("GPU idle", per_gpu, f"per GPU, {s.idle.gpus} GPUs, {s.idle.gap_count:,} gaps in all"))
+        else:
+            cards.append(card("GPU idle", fmt_ns(s.idle.idle_ns), f"in {s.idle.gap_count:,} gaps"))
     steps = d.datasets.get("step_times")
     if steps and steps.rows:
         first = steps.rows[0]["text"]

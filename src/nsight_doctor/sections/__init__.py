@@ -189,6 +189,7 @@ class Idle(Section):
     VIEW: ClassVar[str] = "summary_idle"
     gap_count: int
     idle_ns: int
+    gpus: int
     by_cause: list[IdleCause] = child("gaps by cause (summary_idle_causes)")
     histogram: list[IdleBucket] = child("gaps by length (summary_idle_histogram)")
     largest: list[Gap] = child("the largest gaps, as many as --gaps asks (summary_largest_gaps)")
