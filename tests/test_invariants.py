@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import pytest
 
@@ -13,6 +14,7 @@ from conftest import CORPUS, SAMPLES
 from nsight_doctor import analyze
 from nsight_doctor.ingest.detect import detect
 from nsight_doctor.model import Diagnosis
+from nsight_doctor.render.text import render as render_text
 
 
 def profiles() -> list:
@@ -129,6 +131,16 @@ def test_severity_follows_the_share_of_the_window_recovered(diagnosis):
         assert share >= floor, f"{f.rule_id} is {f.severity} at {share:.1f}% of its window"
         if f.scope == "startup":
             assert f.severity in ("medium", "low", "info"), f"one-time {f.rule_id} is {f.severity}"
+
+
+def test_text_numbers_its_findings_without_a_jump(diagnosis):
+    """Findings folded under another GPU's share its number; the next one is the next number,
+    and every "#n" it cites is a number shown."""
+    text = render_text(diagnosis)
+    numbers = [int(m) for m in re.findall(r"^(\d+)\. \[", text, flags=re.M)]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
+    for cited in re.findall(r"the same kernels as ((?:#\d+(?:, )?)+)", text):
+        assert all(1 <= int(n) <= len(numbers) for n in re.findall(r"\d+", cited)), cited
 
 
 def test_summary_and_findings_agree(diagnosis):

@@ -425,7 +425,7 @@ def window_of(f: Finding, d: Diagnosis) -> int | None:
     return f.window_ns or d.summary.impact_window()[0]
 
 
-def impact_text(f: Finding, d: Diagnosis) -> str:
+def impact_text(f: Finding, d: Diagnosis, numbers: dict[int, int] | None = None) -> str:
     """The finding's impact as a share of its own window: its GPU's steady state (one-time
     start-up findings: its activity window), else the steady state over all GPUs."""
     if f.scope == "capture":
@@ -439,6 +439,8 @@ def impact_text(f: Finding, d: Diagnosis) -> str:
         return "no GPU time of its own to recover (see its evidence)"
     overlap = ""
     if f.overlaps:
-        which = ", ".join(f"#{n}" for n in f.overlaps)
-        overlap = f"; the same kernels as {which}, so not in addition to {'it' if len(f.overlaps) == 1 else 'them'}"
+        # (numbers: the rank shown for each finding's rank, where a format folds some)
+        shown = sorted({(numbers or {}).get(n, n) for n in f.overlaps})
+        which = ", ".join(f"#{n}" for n in shown)
+        overlap = f"; the same kernels as {which}, so not in addition to {'it' if len(shown) == 1 else 'them'}"
     return f"recovers up to {fmt_ns(f.impact_ns)}{share}{overlap}"

@@ -32,13 +32,15 @@ def render(d: Diagnosis, color: bool = False, verbose: bool = False) -> str:
         out.append(bold("Findings about the steady state, ranked by the time a fix would recover"))
     else:
         out.append(bold("No findings about the steady state."))
-    for i, (f, same) in enumerate(fold_per_gpu(work), 1):
-        out.extend(finding_lines(d, f, i, same))
-    if onetime:
-        out.append("")
-        out.append(bold("Start-up and warm-up (one-time)"))
-        for i, (f, same) in enumerate(fold_per_gpu(onetime), len(work) + 1):
-            out.extend(finding_lines(d, f, i, same))
+    # Findings folded under another GPU's take its number: the numbers run on without a jump.
+    shown = fold_per_gpu(work) + fold_per_gpu(onetime)
+    rank_of = {id(f): i for i, f in enumerate(d.findings, 1)}
+    numbers = {rank_of[id(g)]: i for i, (f, same) in enumerate(shown, 1) for g in (f, *same)}
+    for i, (f, same) in enumerate(shown, 1):
+        if f.scope == "startup" and (i == 1 or shown[i - 2][0].scope != "startup"):
+            out.append("")
+            out.append(bold("Start-up and warm-up (one-time)"))
+        out.extend(finding_lines(d, f, i, same, numbers))
     if notes:
         out.append("")
         out.append(bold("Profile notes"))
@@ -81,11 +83,13 @@ def fold_per_gpu(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]
     return out
 
 
-def finding_lines(d: Diagnosis, f: Finding, i: int, same: list[Finding] | None = None) -> list[str]:
+def finding_lines(
+    d: Diagnosis, f: Finding, i: int, same: list[Finding] | None = None, numbers: dict[int, int] | None = None
+) -> list[str]:
     lines = [
         "",
         *wrap(sanitize(f"{i}. [{f.severity}] {f.title}"), "", "   "),
-        f"   {impact_text(f, d)}; rule {f.rule_id}",
+        f"   {impact_text(f, d, numbers)}; rule {f.rule_id}",
         *wrap(sanitize(f.message), "   ", "   "),
         *wrap(sanitize(f.recommendation), "   -> ", "      "),
     ]
