@@ -143,6 +143,17 @@ def test_text_numbers_its_findings_without_a_jump(diagnosis):
         assert all(1 <= int(n) <= len(numbers) for n in re.findall(r"\d+", cited)), cited
 
 
+def test_titles_shorten_long_names_and_the_evidence_keeps_them(diagnosis):
+    for f in diagnosis.findings:
+        for key, v in f.values.items():
+            # (kernel names: one token, or a C++ signature)
+            if not isinstance(v, str) or len(v) <= 60 or (" " in v and not v.startswith("void ")):
+                continue
+            if "{" + key in f.templates.get("title", ""):
+                assert v not in f.title, f"{f.rule_id}: {key} whole in the title"
+                assert f.evidence.get(key) == v, f"{f.rule_id}: {key} not whole in the evidence"
+
+
 def test_summary_and_findings_agree(diagnosis):
     s = diagnosis.summary
     one_gpu = len([g for g in s.gpus if g.busy_ns]) == 1

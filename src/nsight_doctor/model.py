@@ -51,6 +51,9 @@ TAGS = {
 DISPLAY_MAX = 200
 PROSE_MAX = 2000
 DISPLAY_TAIL = 40
+# A name in a finding's title: the title stays one readable line; the message and the
+# evidence name it in full.
+TITLE_NAME_MAX = 60
 
 
 def clip(text: Any, limit: int = DISPLAY_MAX) -> str:
@@ -62,6 +65,30 @@ def clip(text: Any, limit: int = DISPLAY_MAX) -> str:
     marker = f" … {len(text):,} characters … "
     head = max(0, limit - DISPLAY_TAIL - len(marker))
     return text[:head] + marker + text[-DISPLAY_TAIL:]
+
+
+def is_name(text: str) -> bool:
+    """Whether a value reads as a name (a kernel, a launch configuration, a range) rather than
+    words a rule composed: no space outside its brackets, but for a C++ return type."""
+    depth = 0
+    outside = []
+    for ch in text.removeprefix("void "):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]" and depth:
+            depth -= 1
+        elif depth == 0:
+            outside.append(ch)
+    return " " not in "".join(outside).strip()
+
+
+def short_name(text: str, limit: int = TITLE_NAME_MAX) -> str:
+    """A name cut to `limit` characters for a title, keeping its start (the function) and a
+    little of its end: "cudnn_generated_fort_native_sdpa_sm80_flas…x1_cga1x1x1_kernel0_0"."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 3
+    return text[: limit - tail - 1] + "…" + text[-tail:]
 
 
 def severity_rank(severity: str) -> int:
@@ -181,7 +208,7 @@ class Finding:
     def render(self, name: str, escape: Callable[[str], str] | None = None) -> str:
         if name not in self.templates:
             return getattr(self, name)
-        return fill(self.templates[name], self.values, escape)
+        return fill(self.templates[name], self.values, escape, TITLE_NAME_MAX if name == "title" else None)
 
 
 @dataclass
@@ -220,8 +247,9 @@ class TemplateFormatter(string.Formatter):
     a count with its noun, singular for 1. Each filled value passes through `escape`, so that
     renderers can make untrusted strings safe."""
 
-    def __init__(self, escape: Callable[[str], str] | None = None):
+    def __init__(self, escape: Callable[[str], str] | None = None, name_max: int | None = None):
         self.escape = escape or (lambda s: s)
+        self.name_max = name_max  # names (not prose) shortened further, as in a title
 
     def format_field(self, value: Any, spec: str) -> str:
         return self.escape(self.plain(value, spec))
@@ -246,8 +274,12 @@ class TemplateFormatter(string.Formatter):
         if not isinstance(value, str):
             return text
         prose = ". " in text or text.rstrip().endswith(".")
+        if self.name_max and is_name(text):
+            return short_name(text, self.name_max)
         return clip(text, PROSE_MAX if prose else DISPLAY_MAX)
 
 
-def fill(template: str, values: dict[str, Any], escape: Callable[[str], str] | None = None) -> str:
-    return TemplateFormatter(escape).vformat(template, (), values)
+def fill(
+    template: str, values: dict[str, Any], escape: Callable[[str], str] | None = None, name_max: int | None = None
+) -> str:
+    return TemplateFormatter(escape, name_max).vformat(template, (), values)

@@ -36,6 +36,7 @@ from nsight_doctor.model import (
     SCOPES,
     SEVERITIES,
     TAGS,
+    TITLE_NAME_MAX,
     Finding,
     Rule,
     Skipped,
@@ -467,7 +468,7 @@ def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule, timeout: float | N
         out.append(
             Finding(
                 rule_id=rule.id,
-                title=render_template(rule, rule.title, values),
+                title=render_template(rule, rule.title, values, TITLE_NAME_MAX),
                 severity=rule.severity,
                 tags=list(rule.tags),
                 impact_ns=round(impact or 0),
@@ -558,8 +559,8 @@ def rank(findings: list[Finding]) -> list[Finding]:
     return ranked
 
 
-def render_template(rule: Rule, template: str, values: dict[str, Any]) -> str:
+def render_template(rule: Rule, template: str, values: dict[str, Any], name_max: int | None = None) -> str:
     try:
-        return fill(template, values)
+        return fill(template, values, name_max=name_max)
     except (KeyError, IndexError, ValueError, TypeError) as e:
         raise RuleError(f"rule '{rule.id}': template {template[:40]!r}... cannot be filled: {e!r}") from None

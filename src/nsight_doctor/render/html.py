@@ -22,7 +22,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from nsight_doctor.model import Diagnosis, Finding, fill, fmt_ns
+from nsight_doctor.model import TITLE_NAME_MAX, Diagnosis, Finding, fill, fmt_ns
 from nsight_doctor.render import charts as charts_mod
 from nsight_doctor.render.common import impact_text, input_line, pct, summary_rows, window_of
 from nsight_doctor.render.markdown import show
@@ -55,7 +55,7 @@ def rule_text(f: Finding, name: str) -> str:
     """A finding's title, message or recommendation as HTML: the rule's (trusted) template,
     escaped, filled with escaped values, with `code` spans."""
     if name in f.templates:
-        text = fill(esc(f.templates[name]), f.values, esc_value)
+        text = fill(esc(f.templates[name]), f.values, esc_value, TITLE_NAME_MAX if name == "title" else None)
     else:
         text = esc_value(getattr(f, name))
     return CODE.sub(r"<code>\1</code>", text)
