@@ -202,6 +202,17 @@ def test_sdpa_against_eager_attention(diagnoses, exports):
 
 
 @pytest.mark.slow
+def test_flash_against_the_sdpa_math_path_names_attention(diagnoses):
+    """The same prefill on SDPA's math backend and on FlashAttention: attention is the cause,
+    in whichever form it ran, and another attention backend is not another workload."""
+    c = cmp(diagnoses, "hf_prefill_math", "hf_prefill_flash")
+    assert c.verdict.direction == "faster"
+    assert c.verdict.causes[0].component == "gpu:attention"
+    assert "attention kernels fell" in c.verdict.text
+    assert "kernel-mix" not in {w.code for w in c.warnings}
+
+
+@pytest.mark.slow
 def test_static_cache_is_slower_eagerly(diagnoses, exports):
     dyn, static = oracle_pair(exports, "hf_cat_cache", "hf_static_cache")
     c = cmp(diagnoses, "hf_cat_cache", "hf_static_cache", fail_on_regression=10)

@@ -165,3 +165,13 @@ def test_jax_first_calls_that_only_compile_are_warm_up_not_a_steady_state():
     [startup] = [f for f in d.findings if f.rule_id == "startup"]
     assert "no steady state" in startup.title
     assert "idle while kernel code was built and loaded" in startup.message
+
+
+@requires_corpus
+def test_random_numbers_then_a_gemm_then_a_softmax_is_not_attention():
+    """A loop of randn, randn, sgemm, softmax, 16 times (one GEMM per iteration): the GEMM
+    after a softmax is the next iteration's, the same kernel at the same launch, and the
+    kernels between are random-number generators, not a scale and a mask."""
+    d = analyze([CORPUS / "Sh1mwww__llama3-inference" / "demo.sqlite"])
+    assert "unfused-attention" not in [f.rule_id for f in d.findings]
+    assert "attention-unfused" not in [c.category for c in d.summary.kernel_categories]

@@ -110,15 +110,20 @@ def test_continuous_batching_has_prefill_mixed_and_decode_steps(runs):
     assert sum(p.steps for p in d.summary.phases if p.name in ("prefill", "mixed")) == 7
 
 
-def unfused_chains(con, start: int, end: int, max_between: int = 4) -> tuple[int, int]:
+RANDOM = re.compile(r"distribution_|normal_kernel|uniform_kernel|curand|randn|random_", re.I)
+BETWEEN = re.compile(r"elementwise|softmax|reduce", re.I)
+
+
+def unfused_chains(con, start: int, end: int, max_between: int = 12) -> tuple[int, int]:
     """(chains, kernel ns between the GEMMs): a softmax with a GEMM at most max_between
-    kernels before and after it on its stream and only elementwise kernels between."""
+    kernels before and after it on its stream, only elementwise kernels and reductions
+    between, none of them a random-number kernel, and two GEMMs that differ (name or grid)."""
     by_stream: dict[int, list[tuple]] = {}
     for k in kernels(con):
         if k[0] >= start and k[1] <= end:
             by_stream.setdefault(k[2], []).append(k)
-    chains = between = 0
-    for ks in by_stream.values():
+    pairs: dict[tuple, int] = {}
+    for stream, ks in by_stream.items():
         for i, k in enumerate(ks):
             if "softmax" not in k[3].lower():
                 continue
@@ -128,10 +133,10 @@ def unfused_chains(con, start: int, end: int, max_between: int = 4) -> tuple[int
                 continue
             a, b = before[-1], after[0]
             middle = ks[a + 1 : b]
-            if all(ELEMENTWISE.search(m[3]) for m in middle):
-                chains += 1
-                between += sum(m[1] - m[0] for m in middle)
-    return chains, between
+            same_gemm = (ks[a][3], ks[a][5]) == (ks[b][3], ks[b][5])
+            if not same_gemm and all(BETWEEN.search(m[3]) and not RANDOM.search(m[3]) for m in middle):
+                pairs[(stream, a, b)] = sum(m[1] - m[0] for m in middle)
+    return len(pairs), sum(pairs.values())
 
 
 def test_eager_attention_is_found_unfused_with_numbers_from_sql(runs):
@@ -146,6 +151,26 @@ def test_eager_attention_is_found_unfused_with_numbers_from_sql(runs):
     # It ranks below the launch-bound decode loop that dominates the profile.
     assert d.findings[0].rule_id == "launch-bound"
     assert "sdpa" in f.recommendation
+
+
+@pytest.mark.slow
+def test_sdpa_math_path_is_unfused_attention_with_numbers_from_sql(tmp_path_factory):
+    """SDPA forced onto its math backend (README): QK^T and PV as FP32 GEMMs with nine passes
+    after the softmax. Attention, not GEMM and elementwise work: the top finding, and the
+    largest kernel category."""
+    runs = analysed(["hf_prefill_math", "hf_prefill_flash"], tmp_path_factory.mktemp("prefill"))
+    d, con = runs["hf_prefill_math"]
+    f = finding(d, "unfused-attention")
+    assert f is not None and d.findings[0] is f and f.severity == "high"
+    st = d.summary.steady_state
+    chains, between = unfused_chains(con, st.start_ns, st.end_ns)
+    assert chains == 24  # 3 passes x 8 layers (README)
+    assert (f.evidence["chains"], f.evidence["between_ns"], f.impact_ns) == (chains, between, between)
+    assert "Per step: 8.0 chains" in f.message
+    assert max(d.summary.kernel_categories, key=lambda c: c.total_ns).category == "attention-unfused"
+    flash, fcon = runs["hf_prefill_flash"]
+    assert finding(flash, "unfused-attention") is None
+    assert unfused_chains(fcon, flash.summary.steady_state.start_ns, flash.summary.steady_state.end_ns) == (0, 0)
 
 
 def test_sdpa_attention_is_not_called_unfused(runs):

@@ -11,6 +11,9 @@ from nsight_doctor.compare.metrics import METRICS, all_steps, change, decode_kin
 from nsight_doctor.compare.model import GpuRow, KernelRow, NcuRow, PhaseRow, Profile, Row
 from nsight_doctor.sections import SteadyGpu, Summary
 
+# Kernel categories that are one part of the step's time in a verdict.
+ATTENTION_PARTS = {"attention-unfused": "attention"}
+
 
 def make_row(key: str, label: str, unit: str, values: list[float | None], better: str = "lower") -> Row:
     first = values[0] if values else None
@@ -65,7 +68,8 @@ def components(g: SteadyGpu, basis: str = "step") -> dict[str, float]:
             idle[i.cause] = idle.get(i.cause, 0) + i.total_ns
     work: dict[str, float] = {}
     for c in g.kernel_categories:
-        key = f"gpu:{c.category or 'other'}"
+        # Attention in every form is one component: fused kernels or the unfused chain.
+        key = f"gpu:{ATTENTION_PARTS.get(c.category or 'other', c.category or 'other')}"
         work[key] = work.get(key, 0) + c.total_ns
     if g.comm_wait_ns and "gpu:communication" in work:
         work["gpu:communication"] -= g.comm_wait_ns

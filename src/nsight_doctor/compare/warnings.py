@@ -35,6 +35,10 @@ SHAPED_CATEGORIES = {"gemm", "attention", "attention-unfused", "communication"}
 
 
 def mix_key(name: str | None, category: str | None) -> str:
+    """Attention in every form (fused kernels, or GEMMs and a softmax unfused) is one key: a
+    new attention backend is not another workload."""
+    if category == "attention-unfused":
+        category = "attention"
     return f"[{category}]" if category in SHAPED_CATEGORIES else name or "?"
 
 

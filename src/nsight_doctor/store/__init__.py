@@ -61,6 +61,14 @@ def strip_comments(sql: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
+LITERAL = re.compile(r"'(?:[^']|'')*'")
+
+
+def names_used(sql: str) -> list[str]:
+    """The words of a view file's SQL, comments and string literals left out."""
+    return WORD.findall(LITERAL.sub("''", strip_comments(sql)))
+
+
 # The timeline pass, placed in view_order among the view files: it creates the tables that
 # timeline/tables.yaml declares and reads the objects it lists as inputs.
 TIMELINE = "(timeline)"
@@ -74,7 +82,7 @@ def view_order() -> list[str]:
     files = view_files()
     creator = {obj.lower(): name for name, sql in files.items() for obj in CREATES.findall(sql)}
     creator.update({t.lower(): TIMELINE for t in timeline.tables()})
-    mentions = {name: WORD.findall(strip_comments(sql)) for name, sql in files.items()}
+    mentions = {name: names_used(sql) for name, sql in files.items()}
     mentions[TIMELINE] = timeline.inputs()
     deps = {
         name: {creator[w.lower()] for w in words if w.lower() in creator and creator[w.lower()] != name}

@@ -3,8 +3,8 @@ them: busy intervals, idle gaps split by the launching thread's state, steps cho
 scored candidates, each step's time split by what bounded it, and phases.
 
 It runs inside store.create_views once its inputs exist (tables.yaml lists them) and writes
-the tables tables.yaml declares: gpu_busy, gpu_gaps, steps, step_sources, phases and
-idle_code. The
+the tables tables.yaml declares: gpu_busy, gpu_gaps, steps, step_sources, phases,
+idle_code, and the attention chains. The
 work is done in Polars over frames read from the store, not as a chain of SQL views: one sort
 per GPU instead of hundreds of statements.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from nsight_doctor.store.timeline import attention as attention_mod
 from nsight_doctor.store.timeline import busy as busy_mod
 from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
@@ -27,6 +28,7 @@ __all__ = ["build", "inputs", "tables"]
 
 def build(con: duckdb.DuckDBPyConnection) -> None:
     ops = load_ops(con)
+    strings = read(con, "SELECT id, value FROM base_strings")
     calls = flatten(load_calls(con))
     # Each operation's launch call (its thread, null when not traced), and whether it is the
     # first execution of its kernel on its GPU.
@@ -37,7 +39,6 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         & pl.struct("device_id", "name_id", "kind").is_first_distinct()
     )
     blocking = load_blocking(con)
-    strings = read(con, "SELECT id, value FROM base_strings")
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
 
@@ -87,6 +88,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     )
     st, sources = choose_steps(con, seq, nv, kernel_ns, trips, strings)
     del seq
+    ops = attention_chains(con, ops, strings, st)
 
     # Each gap's parts, from the launching thread's state in it; then each step's.
     g = g.with_columns(pid_id=pl.int_range(pl.len()), w0=pl.col("start"), w1=pl.col("end"))
@@ -164,6 +166,28 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
             strings,
         ),
     )
+
+
+def attention_chains(
+    con: duckdb.DuckDBPyConnection, ops: pl.DataFrame, strings: pl.DataFrame, steps: pl.DataFrame
+) -> pl.DataFrame:
+    """Writes attention_chains and attention_kernels; returns ops with the chains' kernels in
+    category attention-unfused (the phases see attention)."""
+    found = attention_mod.per_layer(attention_mod.chains(ops, strings), steps)
+    member = attention_mod.members(ops, found)
+    write(con, "attention_chains", attention_mod.table(ops, found, member, strings))
+    keyed = ops.select("device_id", "idx", "stream_id", "start").join(member, on=["device_id", "idx"])
+    write(con, "attention_kernels", keyed.select("device_id", "stream_id", "start", "chain"))
+    if member.height == 0:
+        return ops
+    flag = member.select("device_id", "idx", in_chain=pl.lit(True))
+    ops = ops.join(flag, on=["device_id", "idx"], how="left", maintain_order="left")
+    return ops.with_columns(
+        category=pl.when(pl.col("in_chain"))
+        .then(pl.lit("attention-unfused"))
+        .otherwise(pl.col("category").cast(pl.String))
+        .cast(pl.Categorical)
+    ).drop("in_chain")
 
 
 def choose_steps(

@@ -42,7 +42,7 @@ def load_ops(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     ops = read(
         con,
         f"""
-        SELECT device_id, start, "end", {KERNEL}::UTINYINT AS kind, correlation_id AS corr, pid,
+        SELECT device_id, stream_id, start, "end", {KERNEL}::UTINYINT AS kind, correlation_id AS corr, pid,
                short_name_id AS name_id, demangled_name_id AS dn_id,
                hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS sig,
                CASE WHEN short_name_id IS NOT NULL AND grid_x IS NOT NULL AND grid_y IS NOT NULL AND grid_z IS NOT NULL
@@ -51,15 +51,15 @@ def load_ops(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
                NULL::VARCHAR AS direction
         FROM base_kernels
         UNION ALL
-        SELECT device_id, start, "end", {GRAPH}::UTINYINT, correlation_id, pid, graph_id, NULL,
+        SELECT device_id, stream_id, start, "end", {GRAPH}::UTINYINT, correlation_id, pid, graph_id, NULL,
                hash('graph', graph_id), NULL, true, NULL, NULL
         FROM base_graph_launches
         UNION ALL
-        SELECT device_id, start, "end", {MEMCPY}::UTINYINT, correlation_id, pid, NULL, NULL, NULL, NULL,
+        SELECT device_id, stream_id, start, "end", {MEMCPY}::UTINYINT, correlation_id, pid, NULL, NULL, NULL, NULL,
                graph_node_id IS NOT NULL, bytes, direction
         FROM base_memcpy
         UNION ALL
-        SELECT device_id, start, "end", {MEMSET}::UTINYINT, correlation_id, pid, NULL, NULL, NULL, NULL,
+        SELECT device_id, stream_id, start, "end", {MEMSET}::UTINYINT, correlation_id, pid, NULL, NULL, NULL, NULL,
                graph_node_id IS NOT NULL, bytes, 'memset'
         FROM base_memset
         """,

@@ -28,7 +28,9 @@
 -- in_graph: whether the kernel ran inside a CUDA graph.
 -- category: the kernel's category from its name: gemm, attention, norm, activation, rotary,
 --   kv-cache, communication, moe, sampling, embedding, quantization, ssm, elementwise,
---   reduction, memcpy, attention-unfused or other (store/kernel_categories.yaml).
+--   reduction, memcpy, attention-unfused or other (store/kernel_categories.yaml); and
+--   attention-unfused for every kernel of an unfused attention chain found by its shape
+--   (attention_chains): its GEMMs, softmax and the passes between them.
 CREATE VIEW kernels AS
 SELECT k.start, k."end", k."end" - k.start AS duration,
        k.device_id, k.context_id, k.stream_id, k.correlation_id, k.pid,
@@ -40,8 +42,9 @@ SELECT k.start, k."end", k."end" - k.start AS duration,
        k.local_mem_per_thread,
        k.graph_node_id, k.graph_id,
        k.graph_node_id IS NOT NULL OR k.graph_id IS NOT NULL AS in_graph,
-       c.category
+       CASE WHEN a.chain IS NOT NULL THEN 'attention-unfused' ELSE c.category END AS category
 FROM base_kernels k
+LEFT JOIN attention_kernels a ON a.device_id = k.device_id AND a.stream_id = k.stream_id AND a.start = k.start
 LEFT JOIN kernel_classes_t c
   ON c.short_name_id IS NOT DISTINCT FROM k.short_name_id AND c.demangled_name_id IS NOT DISTINCT FROM k.demangled_name_id
 LEFT JOIN base_strings s ON s.id = k.short_name_id
