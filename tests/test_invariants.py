@@ -154,6 +154,31 @@ def test_titles_shorten_long_names_and_the_evidence_keeps_them(diagnosis):
                 assert f.evidence.get(key) == v, f"{f.rule_id}: {key} not whole in the evidence"
 
 
+LLM_WORDS = [
+    "vLLM",
+    "SGLang",
+    "TensorRT-LLM",
+    "--enforce-eager",
+    "max-num-seqs",
+    "safetensors",
+    "device_map",
+    "attn_implementation",
+]
+
+
+def test_advice_fits_what_was_run(diagnosis):
+    """LLM serving knobs only where an LLM framework was detected; nsys flags never for an
+    nvprof capture."""
+    llm = diagnosis.summary.framework.name in ("vllm", "sglang", "tensorrt-llm", "transformers")
+    nvprof = any(i.get("kind") == "nvprof" for i in diagnosis.inputs)
+    for f in diagnosis.findings:
+        if not llm:
+            assert not [w for w in LLM_WORDS if w in f.recommendation], (f.rule_id, f.recommendation[:200])
+        if nvprof:  # (moving to Nsight Systems is advice; its flags as if it had been used are not)
+            assert "--cudabacktrace" not in f.recommendation, f.rule_id
+            assert "nsys " not in f.recommendation or "Nsight Systems" in f.recommendation, f.rule_id
+
+
 def test_summary_and_findings_agree(diagnosis):
     s = diagnosis.summary
     one_gpu = len([g for g in s.gpus if g.busy_ns]) == 1

@@ -137,6 +137,9 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     # kernel_categories.yaml), the advice in each framework's terms (advice.yaml) and the
     # environment variables worth showing (launch_settings.yaml).
     con.execute(f"CREATE MACRO kernel_category(name, demangled) AS {taxonomy.case_sql('name', 'demangled')}")
+    # The inputs (build fills it first; a store made otherwise has none): the advice on how to
+    # capture follows the profiler that made them.
+    con.execute("CREATE TABLE IF NOT EXISTS nsight_doctor_inputs (info JSON)")
     con.execute("CREATE TABLE advice_t (topic VARCHAR, framework VARCHAR, text VARCHAR)")
     insert_rows(con, "advice_t", advice_rows())
     con.execute(
@@ -272,10 +275,10 @@ def build(
                     on_memory_limit(config["memory_limit"])
         if progress:
             progress("views")
-        create_views(con)
         con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
         for info in infos:
             con.execute("INSERT INTO nsight_doctor_inputs VALUES (?)", [json.dumps(asdict(info))])
+        create_views(con)
         extra = dict(meta or {})
         cols = "".join(f", ? AS {quote(k)}" for k in extra)
         con.execute(

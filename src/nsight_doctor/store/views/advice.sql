@@ -1,17 +1,28 @@
 -- advice: what to do about each problem, in the terms of the framework that produced the
 -- profile (store/advice.yaml; docs/advice.md lists it all). The framework's own text applies
 -- when the profile looks like a model loop (its steady state has steps); otherwise, and for an
--- unknown framework, the generic text.
+-- unknown framework, the generic text. The topics on how to capture (capture-*) follow the
+-- profiler that made the inputs instead: nsys, nvprof or ncu.
 --
 -- topic: cuda-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
---   host-overhead, batch-more, attention-backend, static-kv-cache, pinned-memory or startup.
--- framework: the framework whose text this is (generic when none applies).
+--   host-overhead, batch-more, attention-backend, static-kv-cache, pinned-memory, startup,
+--   weight-upload, collectives, capture-longer, capture-trace-less or capture-no-gpu-work.
+-- framework: the framework (or, for capture-*, the profiler) whose text this is (generic when
+--   none applies).
 -- text: the advice.
 CREATE VIEW advice AS
 WITH f AS (
     SELECT CASE WHEN (SELECT count(*) FROM steps) > 0 THEN name ELSE 'generic' END AS fw FROM framework
+), t AS (
+    -- nvprof when an input came from it, else ncu when every input is a Nsight Compute report,
+    -- else nsys (also without inputs recorded).
+    SELECT CASE WHEN bool_or(kind = 'nvprof') THEN 'nvprof'
+                WHEN count(*) > 0 AND bool_and(kind = 'ncu-rep') THEN 'ncu'
+                ELSE 'nsys' END AS tool
+    FROM (SELECT info ->> 'kind' AS kind FROM nsight_doctor_inputs)
 )
 SELECT a.topic, coalesce(s.framework, a.framework) AS framework, coalesce(s.text, a.text) AS text
 FROM advice_t a
-LEFT JOIN advice_t s ON s.topic = a.topic AND s.framework = (SELECT fw FROM f)
+LEFT JOIN advice_t s ON s.topic = a.topic
+     AND s.framework = CASE WHEN a.topic LIKE 'capture-%' THEN (SELECT tool FROM t) ELSE (SELECT fw FROM f) END
 WHERE a.framework = 'generic';
