@@ -568,3 +568,24 @@ def test_gate_without_a_value_is_bad_input(diagnoses):
         cmp(diagnoses, "decode_b1", "hf_startup", metric="decode_step", fail_on_regression=1)
     with pytest.raises(CompareError, match="no metric 'nope'"):
         cmp(diagnoses, "decode_b1", "decode_b1_graphs", metric="nope")
+
+
+def test_graphs_traced_whole_hide_kernel_findings_rather_than_resolve_them(diagnoses):
+    """decode_b1 against the same loop in CUDA graphs traced whole: small-batch-decode reads
+    the GEMMs' names, which the graph launches keep out of sight."""
+    c = cmp(diagnoses, "decode_b1", "decode_b1_graphs")
+    status = {ch.rule_id: ch.status for ch in c.findings_diff[0].changes}
+    assert status["small-batch-decode"] == "hidden"
+    assert status["launch-bound"] == "resolved"  # what graphs do fix
+
+
+def test_nsight_compute_reports_alone_compare_what_they_profiled():
+    r = run_cli(
+        "compare",
+        str(SAMPLES / "ncu" / "ncu_decode_b1_full.ncu-rep.xz"),
+        str(SAMPLES / "ncu" / "ncu_decode_b512_full.ncu-rep.xz"),
+    )
+    assert r.returncode == 0, r.stderr
+    overview = r.stdout.split("Overview", 1)[1].split("\n\n", 1)[0]
+    assert "Kernels profiled" in overview and "Profiled kernel time" in overview
+    assert "Copies and synchronisation" not in r.stdout

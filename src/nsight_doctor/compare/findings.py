@@ -1,5 +1,6 @@
 """The findings of a candidate against the baseline's: matched by rule and subject, resolved,
-new, changed or unchanged."""
+new, changed, unchanged, or hidden (gone from a candidate whose CUDA graphs were traced whole,
+where a rule about the kernels inside them cannot see them)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import math
 from nsight_doctor.compare.metrics import change
 from nsight_doctor.compare.model import FindingChange, FindingsDiff, Profile
 from nsight_doctor.compare.rows import kernel_key_name
+from nsight_doctor.compare.warnings import graph_traced
 from nsight_doctor.model import Diagnosis, Finding
 
 # A finding whose impact (as a share of its window) moved less than this (relative %) is unchanged.
 FINDING_CHANGE_PCT = 10.0
+# Findings about the kernels themselves (their shapes, names, sequences): graph-level tracing
+# hides them inside graph launches.
+KERNEL_LEVEL_TAGS = {"memory-bound", "compute-bound", "attention", "kv-cache", "moe"}
 
 
 def subject(f: Finding) -> str:
@@ -26,9 +31,12 @@ def subject(f: Finding) -> str:
 def share(f: Finding, d: Diagnosis) -> float | None:
     if f.scope == "capture":
         return None
-    steady = d.summary.steady_state
-    window = f.window_ns or (steady.window_ns if steady else d.summary.capture.gpu_window_ns)
+    window = f.window_ns or d.summary.impact_window()[0]
     return 100.0 * f.impact_ns / window if window else None
+
+
+def ncu_only(d: Diagnosis) -> bool:
+    return not d.summary.capture.gpu_window_ns and d.summary.ncu is not None
 
 
 def findings_diff(base: Profile, cand: Profile) -> FindingsDiff:
@@ -50,9 +58,16 @@ def findings_diff(base: Profile, cand: Profile) -> FindingsDiff:
             if fb and fc:
                 ch = change(sb, sc) if sb else (None if not sc else math.inf)
                 moved = ch is not None and abs(ch) >= FINDING_CHANGE_PCT and abs((sc or 0) - (sb or 0)) >= 0.5
+                if ncu_only(base.diagnosis) and ncu_only(cand.diagnosis):
+                    # Reports of other kernel sets: their shares are of different totals, the
+                    # kernels' own time is what compares.
+                    abs_ch = change(fb.impact_ns, fc.impact_ns) if fb.impact_ns else None
+                    moved = moved or (abs_ch is not None and abs(abs_ch) >= FINDING_CHANGE_PCT)
                 status = "changed" if moved else "unchanged"
                 if ch == math.inf:
                     ch = None
+            elif fb and hidden(fb, base, cand):
+                ch, status = None, "hidden"
             else:
                 ch, status = None, "resolved" if fb else "new"
             f = fc or fb
@@ -71,8 +86,15 @@ def findings_diff(base: Profile, cand: Profile) -> FindingsDiff:
                     change_pct=ch,
                 )
             )
-    order = {"new": 0, "resolved": 1, "changed": 2, "unchanged": 3}
+    order = {"new": 0, "resolved": 1, "hidden": 2, "changed": 3, "unchanged": 4}
     changes.sort(
         key=lambda x: (order[x.status], -max(x.baseline_impact_ns or 0, x.candidate_impact_ns or 0), x.rule_id)
     )
     return FindingsDiff(base.label, cand.label, changes)
+
+
+def hidden(f: Finding, base: Profile, cand: Profile) -> bool:
+    """A finding about kernels, gone from a candidate that traced its CUDA graphs whole (the
+    baseline did not): the kernels moved out of sight, which is not a fix."""
+    sb, sc = base.diagnosis.summary, cand.diagnosis.summary
+    return graph_traced(sc) and not graph_traced(sb) and bool(KERNEL_LEVEL_TAGS & set(f.tags))

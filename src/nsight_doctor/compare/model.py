@@ -123,7 +123,10 @@ class FindingChange:
 
     rule_id: str = child("the rule")
     subject: str = child("what the finding is about: its kernels (kernel findings), its GPU (GPU N), or the capture")
-    status: str = child("resolved (only in the baseline), new (only in the candidate), changed or unchanged")
+    status: str = child(
+        "resolved (only in the baseline), new (only in the candidate), changed, unchanged, or hidden (only in the "
+        "baseline, about kernels that the candidate's CUDA graphs, traced whole, keep out of sight)"
+    )
     title: str = child("the finding's title (the candidate's where it has it)")
     severity: str = child("its severity")
     baseline_impact_ns: float | None = child("its impact in the baseline, ns (null: not there)")
@@ -137,7 +140,7 @@ class FindingChange:
 class FindingsDiff:
     baseline: str = child("the baseline's label (the first profile)")
     candidate: str = child("the candidate's label")
-    changes: list[FindingChange] = child("resolved, new, changed and unchanged findings, largest impact first")
+    changes: list[FindingChange] = child("new, resolved, hidden, changed and unchanged findings, largest impact first")
 
 
 @dataclass

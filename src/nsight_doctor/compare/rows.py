@@ -103,8 +103,56 @@ def kernel_key_name(launch: str) -> str:
     return launch.split("<<<", 1)[0]
 
 
+def timeline_of(s: Summary) -> bool:
+    """Whether a profile has a timeline (Nsight Compute reports alone have none)."""
+    return bool(s.capture.gpu_window_ns) or s.ncu is None
+
+
+def ncu_overview_rows(sums: Sequence[Summary]) -> list[Row]:
+    """The overview of Nsight Compute reports alone: what they profiled and how it is bound."""
+    n = [s.ncu for s in sums]
+    return present(
+        [
+            make_row(
+                "ncu_kernels", "Kernels profiled", "count", [float(x.kernels_profiled) if x else None for x in n], ""
+            ),
+            make_row(
+                "ncu_launches",
+                "Launch configurations",
+                "count",
+                [float(x.launch_configs) if x else None for x in n],
+                "",
+            ),
+            make_row("ncu_profiled_ns", "Profiled kernel time", "ns", [x.profiled_ns if x else None for x in n]),
+            make_row(
+                "ncu_memory_bound",
+                "Memory-bound kernels",
+                "count",
+                [float(x.memory_bound) if x else None for x in n],
+                "",
+            ),
+            make_row(
+                "ncu_compute_bound",
+                "Compute-bound kernels",
+                "count",
+                [float(x.compute_bound) if x else None for x in n],
+                "",
+            ),
+            make_row(
+                "ncu_latency_bound",
+                "Latency-bound kernels",
+                "count",
+                [float(x.latency_bound) if x else None for x in n],
+                "",
+            ),
+        ]
+    )
+
+
 def overview_rows(profiles: Sequence[Profile], tokens: Sequence[float | None]) -> list[Row]:
     sums = [p.diagnosis.summary for p in profiles]
+    if not any(timeline_of(s) for s in sums):
+        return ncu_overview_rows(sums)
     gpus = [step_gpu(s) for s in sums]
     kinds = [decode_kind(g) for g in gpus]
 
@@ -231,6 +279,8 @@ def category_rows(profiles: Sequence[Profile], basis: str) -> list[Row]:
 
 def transfer_rows(profiles: Sequence[Profile], basis: str) -> list[Row]:
     sums = [p.diagnosis.summary for p in profiles]
+    if not any(timeline_of(s) for s in sums):
+        return []  # (no copy or call is traced without a timeline: zeros would say none ran)
     gpus = [step_gpu(s) for s in sums]
     per = "per step" if basis == "step" else "in the steady state"
 

@@ -209,7 +209,7 @@ def tables(c: Comparison) -> list[Table]:
     labels = [p.label for p in c.profiles]
     d = c.deltas
     per = "per step" if d.basis == "step" else "over the steady state"
-    out = [row_table("overview", "Overview", labels, d.overview)]
+    out = [row_table("overview", "Overview", labels, d.overview)] if d.overview else []
     if d.phases:
         out.append(phase_table(labels, d.phases))
     if d.step_time:
