@@ -8,6 +8,8 @@
 -- launch: name<<<(grid),(block)>>>.
 -- name: short kernel name.
 -- family: kernel family (see ncu_kernels).
+-- owner: who owns its code (kernel_owner): cuBLAS, cuDNN, FlashAttention, FlashInfer, CUTLASS,
+--   NCCL, Triton (torch.compile) or PyTorch; NULL for the user's own kernel.
 -- first_action_id: the first profiled instance (ncu_kernels.action_id).
 -- profiled: profiled instances.
 -- device_name: the GPU.
@@ -107,7 +109,7 @@ WITH g AS (
     SELECT (SELECT sum(duration) FROM gpu_ops WHERE kind IN ('kernel', 'graph')) AS nsys_total,
            (SELECT sum(duration_ns) FROM ncu_kernels) AS ncu_total
 )
-SELECT launch, name, family, first_action_id, profiled, device_name, sm_count, grid_size,
+SELECT launch, name, family, kernel_owner(name) AS owner, first_action_id, profiled, device_name, sm_count, grid_size,
        block_size, registers_per_thread, duration_ns, sm_pct, mem_pct, dram_pct,
        achieved_occupancy_pct, theoretical_occupancy_pct, occupancy_limiter, waves_per_sm,
        issue_active, eligible_warps, tensor_pct, arithmetic_intensity, ridge_flop_per_byte,
