@@ -175,3 +175,16 @@ def test_random_numbers_then_a_gemm_then_a_softmax_is_not_attention():
     d = analyze([CORPUS / "Sh1mwww__llama3-inference" / "demo.sqlite"])
     assert "unfused-attention" not in [f.rule_id for f in d.findings]
     assert "attention-unfused" not in [c.category for c in d.summary.kernel_categories]
+
+
+@requires_corpus
+def test_a_kernel_with_nan_metrics_leaves_the_others_intact():
+    """An Nsight Compute report in which one kernel's metrics are NaN (it was not measured):
+    a note says so, and every other kernel keeps its share of the profiled time."""
+    d = analyze([CORPUS / "AveryClapp__ESMM-Research" / "8fce6633__profile.ncu-rep"])
+    assert any("not a number (NaN or infinite)" in n for n in d.notes)
+    measured = [g for g in d.summary.ncu.groups if g.duration_ns is not None]
+    assert len(measured) == 3 and all(g.share_pct is not None for g in measured)
+    assert sum(g.share_pct for g in measured) == pytest.approx(100)
+    for f in d.findings:
+        assert "n/a of GPU time" not in f.title + f.message, f.rule_id

@@ -119,13 +119,21 @@ def load_detected(
         return load_nsys(con, original, det, nsys_path, progress, export_timeout)
     if det.kind == "ncu-rep":
         meta = ncu.load_ncu(con, det.path, progress, export_timeout)
-        return InputInfo(
+        info = InputInfo(
             path=str(original),
             kind="ncu-rep",
             producer="Nsight Compute",
             producer_version=meta.get("ncu_version"),
             row_counts={"kernels": meta.get("actions", 0)},
         )
+        if meta.get("bad_values"):
+            n, k = meta["bad_values"], meta["bad_kernels"]
+            info.notes.append(
+                f"'{original}' holds {n:,} metric value{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} "
+                f"not a number (NaN or infinite) for {k:,} kernel{'s' if k != 1 else ''}: left out, so those "
+                "kernels' figures are missing and the others' stand"
+            )
+        return info
     if det.kind == "nvprof":
         if table_exists(con, "base_kernels"):
             raise InputError(SECOND_TIMELINE.format(path=original))

@@ -45,9 +45,14 @@ def metric_expr(spec: dict) -> str:
     return f"sum(value) FILTER (WHERE metric IN ({names}))"
 
 
-def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> None:
+FINITE = "(value IS NULL OR isfinite(value))"
+
+
+def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> tuple[int, int]:
     """Fills base_ncu_kernel_metrics and base_ncu_stalls for the actions from first_action on,
-    from the metrics' ncu names (ncu_columns.yaml)."""
+    from the metrics' ncu names (ncu_columns.yaml). A value that is not a number (NaN,
+    infinite: a report can hold them for a kernel the profiler could not measure) is left out,
+    so that it cannot turn every total it enters into NaN; returns (such values, kernels)."""
     spec = column_map("ncu_columns.yaml")["tables"]
     table = contract()["base_ncu_kernel_metrics"]
     exprs = [
@@ -57,15 +62,20 @@ def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> None:
     ]
     con.execute(
         f"INSERT INTO base_ncu_kernel_metrics SELECT action_id, {', '.join(exprs)} "
-        "FROM base_ncu_metrics WHERE action_id >= ? GROUP BY action_id",
+        f"FROM base_ncu_metrics WHERE action_id >= ? AND {FINITE} GROUP BY action_id",
         [first_action],
     )
     pattern = literal(spec["base_ncu_stalls"]["pattern"])
     con.execute(
         f"INSERT INTO base_ncu_stalls SELECT action_id, regexp_extract(metric, {pattern}, 1), value "
-        f"FROM base_ncu_metrics WHERE action_id >= ? AND regexp_matches(metric, {pattern})",
+        f"FROM base_ncu_metrics WHERE action_id >= ? AND regexp_matches(metric, {pattern}) AND {FINITE}",
         [first_action],
     )
+    bad = con.execute(
+        "SELECT count(*), count(DISTINCT action_id) FROM base_ncu_metrics WHERE action_id >= ? AND NOT isfinite(value)",
+        [first_action],
+    ).fetchone()
+    return (bad[0], bad[1]) if bad else (0, 0)
 
 
 def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout: float | None = None) -> dict:
@@ -116,6 +126,10 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
                     if c.name == "action_id"
                     else f"{report_id}"
                     if c.name == "report_id"
+                    # (a launch's own numbers, such as its duration, may be NaN too; the metrics
+                    # are filtered, and counted, when derive_tables reads them)
+                    else f"CASE WHEN isfinite({quote(c.name)}) THEN {quote(c.name)} END"
+                    if c.type == "DOUBLE" and table != "base_ncu_metrics"
                     else quote(c.name)
                 )
                 + f" AS {quote(c.name)}"
@@ -125,5 +139,5 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
                 f"INSERT INTO {table} SELECT {select} FROM read_json({literal(str(f))}, "
                 f"format='newline_delimited', columns={{{spec}}})"
             )
-        derive_tables(con, offset)
+        meta["bad_values"], meta["bad_kernels"] = derive_tables(con, offset)
     return meta
