@@ -382,3 +382,16 @@ def test_phases_appear_with_the_summary_phases(reports):
     assert "phases" in [c.id for c in charts]
     text = page.read_text()
     assert "<h3>Phases</h3>" in text and "mixed" in text
+
+
+@pytest.mark.slow
+def test_the_html_step_card_says_what_the_text_says(tmp_path):
+    """One step time: the card shows the steady steps' median, as the text summary does."""
+    path = sample("decode_b1_graphs")
+    html = tmp_path / "r.html"
+    r = run_cli("analyze", str(path), "--format", "html", "-o", str(html), "--no-cache")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r'<div class="label">Step</div><div class="value">([^<]+)</div>', html.read_text())
+    assert m, "no step card"
+    text = run_cli("analyze", str(path), "--no-cache").stdout
+    assert f"of median {m.group(1)}" in " ".join(text.split())

@@ -17,7 +17,6 @@ import base64
 import html
 import json
 import re
-import statistics
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -176,15 +175,12 @@ def overview(d: Diagnosis) -> str:
             cards.append(card("GPU idle", per_gpu, f"per GPU, {s.idle.gpus} GPUs, {s.idle.gap_count:,} gaps in all"))
         else:
             cards.append(card("GPU idle", fmt_ns(s.idle.idle_ns), f"in {s.idle.gap_count:,} gaps"))
-    steps = d.datasets.get("step_times")
-    if steps and steps.rows:
-        first = steps.rows[0]["text"]
-        spans = [r["gpu_span_ns"] for r in steps.rows if r["text"] == first and r["gpu_span_ns"] is not None]
-        if spans:
-            cards.append(
-                card(f"Step ({first})", fmt_ns(statistics.median(spans)), f"median GPU span of {len(spans):,} steps")
-            )
     steady = getattr(s, "steady_state", None)
+    if steady is not None and steady.steps and steady.step_ns_median is not None:
+        # The summary's own step time (one definition: the steady steps' median), as the text says.
+        cards.append(
+            card("Step", fmt_ns(steady.step_ns_median), f"median of {steady.steps:,} steady steps ({steady.kind})")
+        )
     if steady is not None and getattr(steady, "window_ns", None):
         cards.append(
             card(
