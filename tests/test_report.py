@@ -395,3 +395,22 @@ def test_the_html_step_card_says_what_the_text_says(tmp_path):
     assert m, "no step card"
     text = run_cli("analyze", str(path), "--no-cache").stdout
     assert f"of median {m.group(1)}" in " ".join(text.split())
+
+
+@requires_chromium
+@pytest.mark.browser
+def test_summary_tables_head_their_columns_in_words_and_fit_their_box(reports, browser):
+    """The summary's tables: a column whose cells say "7.2 ms" is headed "duration", not
+    "duration_ns"; and every table stays inside the summary's box (it scrolls if it must)."""
+    _, _, page, _ = reports["decode_b512_ncu"]
+    browser.open(page, ALL_DRAWN)
+    heads = browser.evaluate("Array.from(document.querySelectorAll('#summary th')).map(t => t.textContent)")
+    assert heads and not [h for h in heads if h.endswith(("_ns", "_pct"))], heads
+    assert "duration" in heads
+    boxes = browser.evaluate(
+        """(() => { const s = document.querySelector('#summary').getBoundingClientRect();
+                    return Array.from(document.querySelectorAll('#summary .scroll')).map(d => {
+                      const r = d.getBoundingClientRect(); return [r.left - s.left, s.right - r.right]; }); })()"""
+    )
+    assert boxes and all(left >= -1 and right >= -1 for left, right in boxes), boxes
+    assert browser.errors() == []

@@ -286,9 +286,19 @@ def evidence(ev: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def table(rows: list[dict[str, Any]], cls: str = "grid") -> str:
+def heading(key: str) -> str:
+    """A column's heading when its values carry their unit (show): "duration_ns" shows
+    "7.2 ms", so its heading is "duration", not a unit the cell does not use."""
+    for suffix in ("_ns", "_pct"):
+        key = key.removesuffix(suffix)
+    return key.replace("_", " ")
+
+
+def table(rows: list[dict[str, Any]], cls: str = "grid", headings: bool = False) -> str:
+    """An HTML table of rows; headings: plain words for the columns rather than their keys
+    (the summary's tables; the evidence keeps the keys of the JSON)."""
     cols = list(rows[0].keys())
-    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    head = "".join(f"<th>{esc(heading(c) if headings else c)}</th>" for c in cols)
     body = "".join(
         "<tr>" + "".join(f'<td class="{cell_class(r.get(c))}">{esc(show(c, r.get(c)))}</td>' for c in cols) + "</tr>"
         for r in rows
@@ -379,7 +389,8 @@ def summary_section(d: Diagnosis) -> str:
                         "step_ns_p90": getattr(p, "step_ns_p90", None),
                     }
                     for p in phases
-                ]
+                ],
+                headings=True,
             )
         )
     if d.summary.idle.largest:
@@ -389,14 +400,15 @@ def summary_section(d: Diagnosis) -> str:
                 [
                     {
                         "device_id": g.device_id,
-                        "start": g.start,
-                        "duration": g.duration,
+                        "start_ns": g.start,
+                        "duration_ns": g.duration,
                         "cause": g.cause,
                         "CPU in": ", ".join(c.name or "?" for c in g.api_calls[:3]) or "no CUDA call",
                         "next_op": g.next_op,
                     }
                     for g in d.summary.idle.largest
-                ]
+                ],
+                headings=True,
             )
         )
     if d.summary.ncu and d.summary.ncu.groups:
@@ -417,7 +429,8 @@ def summary_section(d: Diagnosis) -> str:
                         "top_stall": g.top_stall,
                     }
                     for g in d.summary.ncu.groups
-                ]
+                ],
+                headings=True,
             )
         )
     out.append("</section>")
