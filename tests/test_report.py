@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from browser import Browser, keep_artifact, requires_chromium
-from conftest import REPO, SAMPLES, run_cli, sample
+from conftest import REPO, SAMPLES, run_cli, sample, unxz
 from nsight_doctor import AnalyzeOptions, analyze
 from nsight_doctor.db import plain
 from nsight_doctor.render import charts as charts_mod
@@ -414,3 +414,48 @@ def test_summary_tables_head_their_columns_in_words_and_fit_their_box(reports, b
     )
     assert boxes and all(left >= -1 and right >= -1 for left, right in boxes), boxes
     assert browser.errors() == []
+
+
+@requires_chromium
+@pytest.mark.parametrize("name", ["decode_b1_gpumetrics", "hf_cb_graphs"])
+@pytest.mark.browser
+def test_charts_read_at_their_scale(reports, browser, name):
+    """No axis labels run into each other ("450500"); the timeline's rows name their thread
+    ("CUDA calls, thread 511 (python3)", not "CPU 511:511"); and it opens on a window that
+    can be read, the rest a drag away."""
+    _, _, page, _ = reports[name]
+    browser.open(page, ALL_DRAWN)
+    overlaps = browser.evaluate(
+        """(() => { const bad = [];
+             for (const axis of document.querySelectorAll('svg .role-axis-label')) {
+               const boxes = Array.from(axis.querySelectorAll('text'))
+                 .filter(t => t.textContent && getComputedStyle(t).opacity !== '0' && t.getAttribute('opacity') !== '0')
+                 .map(t => [t.textContent, t.getBoundingClientRect()]);
+               for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+                 const [a, ra] = boxes[i], [b, rb] = boxes[j];
+                 if (ra.width && rb.width && ra.left < rb.right - 1 && rb.left < ra.right - 1
+                     && ra.top < rb.bottom - 1 && rb.top < ra.bottom - 1) bad.push(a + ' / ' + b);
+               } }
+             return bad; })()"""
+    )
+    assert overlaps == [], overlaps[:5]
+    lanes = browser.evaluate(
+        "Array.from(document.querySelectorAll('#vis-timeline svg .role-axis-label text')).map(t => t.textContent)"
+    )
+    assert any(t.startswith("CUDA calls, thread ") for t in lanes), lanes
+    assert not [t for t in lanes if re.fullmatch(r"(CPU|NVTX) \d+:\d+", t)], lanes
+    if name == "decode_b1_gpumetrics":  # a decode step of 494 kernels
+        assert browser.evaluate("document.body.innerText.includes('It opens on the first 80 of its')")
+
+
+@pytest.mark.slow
+def test_utilisation_zooms_to_a_steady_state_that_a_long_start_up_would_flatten(tmp_path):
+    """hf_startup: start-up is most of the window, so the chart bins the steady state alone
+    (and says so), not a flat line with one spike."""
+    path = unxz(sample("hf_startup", ".sqlite.xz"), tmp_path)
+    d = analyze([path], AnalyzeOptions(report_data=True, cache=False))
+    st = d.summary.steady_state
+    assert st is not None and st.share_pct < 50
+    ds = d.datasets["utilisation"]
+    assert "over the steady state" in ds.note and "start-up left out" in ds.note
+    assert ds.rows

@@ -25,6 +25,9 @@ from nsight_doctor.store.taxonomy import case_sql
 # Bounds on what goes into a report.
 UTILISATION_BINS = 240  # per GPU
 TIMELINE_MAX_OPS = 1500  # GPU operations in the timeline window
+# The utilisation chart bins the steady state alone when it is less than this share (%) of the
+# activity window.
+STEADY_ZOOM_PCT = 50
 TIMELINE_MAX_CPU = 1500  # CPU-side calls and ranges in it
 STEP_SAMPLE = 2000  # step durations drawn
 TOP_KERNELS = 15
@@ -57,7 +60,14 @@ def collect(con: duckdb.DuckDBPyConnection, summary: Summary) -> dict[str, Datas
     out: dict[str, Dataset] = {}
     window = summary.capture
     if window.gpu_window_ns and window.gpu_start_ns is not None:
-        out["utilisation"] = utilisation(con, window.gpu_start_ns, window.gpu_window_ns)
+        steady = summary.steady_state
+        if steady is not None and steady.share_pct is not None and steady.share_pct < STEADY_ZOOM_PCT:
+            # A long start-up would flatten the steady state into a spike: bin the steady state.
+            span = steady.end_ns - steady.start_ns
+            out["utilisation"] = utilisation(con, steady.start_ns, span, "the steady state")
+            out["utilisation"].note += f" ({steady.share_pct:.0f}% of the activity window; start-up left out)"
+        else:
+            out["utilisation"] = utilisation(con, window.gpu_start_ns, window.gpu_window_ns)
         timeline = timeline_window(con)
         if timeline:
             out["timeline"] = timeline
@@ -117,7 +127,9 @@ ORDER BY 1, 4, 2
 """
 
 
-def utilisation(con: duckdb.DuckDBPyConnection, t0: int, window_ns: int) -> Dataset:
+def utilisation(
+    con: duckdb.DuckDBPyConnection, t0: int, window_ns: int, over: str = "the GPU activity window"
+) -> Dataset:
     bin_ns = max(1, -(-window_ns // UTILISATION_BINS))
     keys = ", ".join(f"'{k}'" for k in METRIC_SERIES)
     sql = UTILISATION_SQL.replace("$metric_keys", keys)
@@ -125,7 +137,7 @@ def utilisation(con: duckdb.DuckDBPyConnection, t0: int, window_ns: int) -> Data
         con,
         sql,
         {"t0": t0, "bin_ns": bin_ns, "bins": UTILISATION_BINS},
-        note=f"{UTILISATION_BINS} bins of {bin_ns / 1e6:.3g} ms over the GPU activity window",
+        note=f"{UTILISATION_BINS} bins of {bin_ns / 1e6:.3g} ms over {over}",
     )
     for r in ds.rows:
         r["series"] = METRIC_SERIES.get(r["series"], r["series"])
@@ -203,18 +215,22 @@ WITH ops AS (
          AND k.correlation_id = o.correlation_id AND k.start = o.start
     WHERE o."end" > $t0 AND o.start < $t1
     ORDER BY o.start LIMIT $max_ops
-), threads AS (
+), names AS (
+    SELECT pid, tid, any_value(name) AS name FROM threads GROUP BY ALL
+), issuers AS (
     -- The threads that issued them (their calls began at most a second before the window).
     SELECT DISTINCT a.pid, a.tid
     FROM (SELECT * FROM api_calls WHERE start < $t1 AND "end" > $t0 - 1000000000) a JOIN ops USING (pid, correlation_id)
 ), cpu AS (
-    SELECT 'CPU ' || a.pid || ':' || a.tid AS lane, 'cpu' AS side, a.category AS category, a.name,
+    SELECT 'CUDA calls, thread ' || a.tid || coalesce(' (' || t.name || ')', '') AS lane, 'cpu' AS side,
+           a.category AS category, a.name,
            a.start, a."end", a.duration
-    FROM api_calls a JOIN threads USING (pid, tid)
+    FROM api_calls a JOIN issuers USING (pid, tid) LEFT JOIN names t USING (pid, tid)
     WHERE a."end" > $t0 AND a.start < $t1
     UNION ALL
-    SELECT 'NVTX ' || r.pid || ':' || r.tid, 'nvtx', 'nvtx depth ' || r.depth, r.text, r.start, r."end", r.duration
-    FROM nvtx_ranges r JOIN threads USING (pid, tid)
+    SELECT 'NVTX ranges, thread ' || r.tid || coalesce(' (' || t.name || ')', ''), 'nvtx', 'nvtx depth ' || r.depth,
+           r.text, r.start, r."end", r.duration
+    FROM nvtx_ranges r JOIN issuers USING (pid, tid) LEFT JOIN names t USING (pid, tid)
     WHERE r."end" > $t0 AND r.start < $t1
 )
 SELECT * FROM (

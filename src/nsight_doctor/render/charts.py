@@ -101,6 +101,8 @@ def utilisation_caption(f: Frame) -> str:
 
 # --- the timeline of a representative window -----------------------------------------------------
 
+TIMELINE_VIEW_OPS = 80  # GPU operations in the timeline's first view
+
 
 def timeline_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
     t0 = min(r["start"] for r in rows)
@@ -119,7 +121,11 @@ def timeline_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
         ],
         6,
     )
-    return Frame({"data": data}, {"t0": t0})
+    # The first view: the window's first TIMELINE_VIEW_OPS GPU operations, wide enough to read
+    # each one; the rest is a drag away.
+    gpu_ends = sorted(r["x1"] for r in data if r["side"] == "gpu")
+    view = gpu_ends[TIMELINE_VIEW_OPS - 1] if len(gpu_ends) > TIMELINE_VIEW_OPS else None
+    return Frame({"data": data}, {"t0": t0, "view": view, "ops": len(gpu_ends)})
 
 
 def timeline_draw(alt: Any, f: Frame) -> Any:
@@ -128,7 +134,13 @@ def timeline_draw(alt: Any, f: Frame) -> Any:
     lanes = sorted({(order[r["side"]], r["lane"]) for r in data})
     lane_names = [name for _, name in lanes]
     y = alt.Y("lane:N", title=None, sort=lane_names, axis=alt.Axis(labelLimit=200))
-    x = alt.X("x0:Q", title=f"ms from {fmt_ns(f.facts['t0'])} (drag to pan, scroll to zoom)")
+    view = f.facts.get("view")
+    x = alt.X(
+        "x0:Q",
+        title=f"ms from {fmt_ns(f.facts['t0'])} (drag to pan, scroll to zoom)",
+        scale=alt.Scale(domain=[0, view]) if view else alt.Undefined,
+        axis=alt.Axis(labelOverlap="greedy"),
+    )
     tooltip = [
         alt.Tooltip("name:N"),
         alt.Tooltip("category:N"),
@@ -143,7 +155,7 @@ def timeline_draw(alt: Any, f: Frame) -> Any:
     # A thin stroke in the fill colour keeps microsecond kernels visible at this zoom.
     gpu = (
         alt.Chart()
-        .mark_bar(strokeWidth=0.6, height={"band": 0.7})
+        .mark_bar(strokeWidth=0.6, height={"band": 0.7}, clip=True)
         .encode(
             x=x,
             x2="x1:Q",
@@ -160,7 +172,7 @@ def timeline_draw(alt: Any, f: Frame) -> Any:
     )
     cpu = (
         alt.Chart()
-        .mark_bar(strokeWidth=0.6, height={"band": 0.7})
+        .mark_bar(strokeWidth=0.6, height={"band": 0.7}, clip=True)
         .encode(
             x=x,
             x2="x1:Q",
@@ -346,7 +358,12 @@ def step_times_draw(alt: Any, f: Frame) -> Any:
     over_time = (
         base.mark_point(filled=True, size=28, opacity=0.8)
         .encode(
-            x=alt.X("start_ms:Q", title="step start (ms since capture start)"),
+            x=alt.X(
+                "start_ms:Q",
+                title="step start (ms since capture start)",
+                scale=alt.Scale(zero=False),
+                axis=alt.Axis(labelOverlap="greedy", tickCount=5, format=",.0f"),
+            ),
             y=alt.Y("gpu_span_ms:Q", title="step time on the GPU (ms)", scale=alt.Scale(zero=True)),
             color=color,
             tooltip=tooltip,
@@ -356,7 +373,12 @@ def step_times_draw(alt: Any, f: Frame) -> Any:
     hist = (
         base.mark_bar(opacity=0.85)
         .encode(
-            x=alt.X("gpu_span_ms:Q", bin=alt.Bin(maxbins=40), title="step time on the GPU (ms)"),
+            x=alt.X(
+                "gpu_span_ms:Q",
+                bin=alt.Bin(maxbins=40),
+                title="step time on the GPU (ms)",
+                axis=alt.Axis(labelOverlap="greedy", tickCount=5),
+            ),
             y=alt.Y("count():Q", title="steps", stack=None, axis=alt.Axis(tickMinStep=1, format="d")),
             color=color,
         )
@@ -473,6 +495,12 @@ CHARTS: list[ChartSpec] = [
         lambda f: (
             f"{f.note}. GPU operations per stream, coloured by kernel category, under the CUDA calls and "
             "NVTX ranges of the threads that issued them. Gaps in a GPU row are idle GPU time."
+            + (
+                f" It opens on the first {TIMELINE_VIEW_OPS} of its {f.facts['ops']:,} GPU operations; "
+                "drag for the rest."
+                if f.facts.get("view")
+                else ""
+            )
         ),
         timeline_frame,
         timeline_draw,
