@@ -412,12 +412,23 @@ def ncu_rows(s: Summary) -> Rows:
     return rows + labelled(
         "Profiled kernels",
         [
-            f"{pct(g.share_pct)} {clip(g.launch or '?')}: {g.bottleneck or '?'}; SM {pct(g.sm_pct)}, "
+            f"{pct(g.share_pct)} {clip(g.launch or '?')}: {bound_text(g)}; SM {pct(g.sm_pct)}, "
             f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
             + (f", top stall {clip(g.top_stall)}" if g.top_stall else "")
             for g in n.groups[:6]
         ],
     )
+
+
+def bound_text(g: Any) -> str:
+    """A profiled kernel's bottleneck with its side of the roofline, as the findings say it
+    ("latency-bound, memory regime at 52% of its roof": a small grid far from a memory roof)."""
+    text = g.bottleneck or "not measured"
+    if g.regime and g.roof_pct is not None and g.bottleneck == "latency-bound":
+        text += f", {g.regime} regime at {g.roof_pct:.0f}% of its roof"
+    if g.waves_per_sm is not None and g.waves_per_sm < 1 and g.bottleneck == "latency-bound":
+        text += f" ({g.waves_per_sm:.2g} waves: the grid cannot fill the GPU)"
+    return text
 
 
 def window_of(f: Finding, d: Diagnosis) -> int | None:

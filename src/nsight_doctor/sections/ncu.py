@@ -50,6 +50,9 @@ class NcuGroup(Section):
     waves_per_sm: float | None
     tensor_pct: float | None
     top_stall: str | None
+    regime: str | None
+    roof_pct: float | None
+    owner: str | None
     stalls: list[NcuStall] = child("its warp-stall mix, most stalls first (summary_ncu_stalls)", [])
 
 
