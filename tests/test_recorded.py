@@ -182,3 +182,34 @@ def test_the_capture_settings_are_documented_with_references():
     for s in data["settings"]:
         assert s["kind"] in ("distorts", "distorts-startup", "knob") and s["reference"].startswith("https://"), s
     assert (REPO / "docs/rules/capture-settings.md").exists()
+
+
+@pytest.mark.slow
+def test_recorded_options_follow_the_command_line(tmp_path):
+    """tp2_straggler's recorded command (`tp_decode.py --world 2 --variant straggler ...`): each
+    long option with its value, read independently from META_DATA_CAPTURE."""
+    from conftest import unxz
+    from nsight_doctor import store
+
+    path = unxz(sample("tp2_straggler", ".sqlite.xz"), tmp_path)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchall()
+    con.close()
+    args = [v for _, v in sorted((int(n.rsplit("_", 1)[1]), v) for n, v in rows)]
+    expected = {
+        (
+            a.split("=", 1)[0],
+            a.split("=", 1)[1] if "=" in a else (b if b is not None and not b.startswith("-") else None),
+        )
+        for a, b in zip(args, [*args[1:], None])
+        if a.startswith("--")
+    }
+    assert ("--world", "2") in expected
+    built = store.build([path])
+    try:
+        c = built.connect()
+        got = set(c.execute("SELECT option, value FROM recorded_options WHERE process = 0").fetchall())
+        c.close()
+    finally:
+        built.close()
+    assert got == expected
