@@ -120,6 +120,12 @@ def test_ctrl_c_at_any_stage_exits_130_and_leaves_nothing(inp, tmp_path):
         assert "Traceback" not in err and "internal error" not in err, err
         if rc == 0:
             continue  # finished before the signal arrived
+        if rc == -signal.SIGINT:
+            # Arrived before the interpreter had installed its handler (the first tens of ms
+            # on a loaded machine): the default action ended it before it did anything.
+            assert err.strip() == "" and not db.exists(), err
+            assert leftovers(work / "tmp", work / "cache", out) == []
+            continue
         interrupted += 1
         assert rc == 130, err
         assert err.strip().splitlines()[-1] == "nsight-doctor: interrupted", err
