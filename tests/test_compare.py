@@ -589,3 +589,20 @@ def test_nsight_compute_reports_alone_compare_what_they_profiled():
     overview = r.stdout.split("Overview", 1)[1].split("\n\n", 1)[0]
     assert "Kernels profiled" in overview and "Profiled kernel time" in overview
     assert "Copies and synchronisation" not in r.stdout
+
+
+@pytest.mark.slow
+def test_a_kernel_finding_whose_time_fell_is_changed_between_nsight_compute_reports():
+    """Two Nsight Compute reports: each finding's share is of its own report's profiled time,
+    so a small-grid finding at 160 -> 44 us can keep its share; its time moved, so it changed."""
+    import copy
+
+    from nsight_doctor.compare.findings import findings_diff
+
+    base = analyze([SAMPLES / "ncu" / "ncu_decode_b1_basic.ncu-rep.xz"])
+    cand = copy.deepcopy(base)
+    [f] = [f for f in cand.findings if f.rule_id == "small-grid"]
+    f.impact_ns = round(f.impact_ns * 44 / 160)
+    f.window_ns = round(f.window_ns * 44 / 160)  # the same share of a smaller report
+    changes = findings_diff(Profile("a", "a", base), Profile("b", "b", cand)).changes
+    assert {c.rule_id: c.status for c in changes}["small-grid"] == "changed"
