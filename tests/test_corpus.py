@@ -188,3 +188,11 @@ def test_a_kernel_with_nan_metrics_leaves_the_others_intact():
     assert sum(g.share_pct for g in measured) == pytest.approx(100)
     for f in d.findings:
         assert "n/a of GPU time" not in f.title + f.message, f.rule_id
+
+
+@requires_corpus
+def test_nvfuser_kernels_name_nvfuser_not_pytorch():
+    """A capture whose hot kernel is nvFuser's generated CudaCodeGen::kernel1."""
+    d = analyze([CORPUS / "Young768__profiling_" / "fusion.export-nsys2025.3.sqlite"])
+    assert d.summary.framework.name == "nvfuser"
+    assert "CudaCodeGen" in d.summary.framework.evidence

@@ -12,7 +12,9 @@
 -- text: the advice.
 CREATE VIEW advice AS
 WITH f AS (
-    SELECT CASE WHEN (SELECT count(*) FROM steps) > 0 THEN name ELSE 'generic' END AS fw FROM framework
+    -- (nvFuser runs under PyTorch: its text is PyTorch's)
+    SELECT CASE WHEN (SELECT count(*) FROM steps) = 0 THEN 'generic' WHEN name = 'nvfuser' THEN 'pytorch' ELSE name END AS fw
+    FROM framework
 ), t AS (
     -- nvprof when an input came from it, else ncu when every input is a Nsight Compute report,
     -- else nsys (also without inputs recorded).

@@ -1,10 +1,11 @@
 -- framework: the serving framework or library that produced the profile, from what the
 -- capture recorded, strongest signal first: the command line (nsys 2024.x and newer record it)
 -- and the NVTX step ranges of an engine (3); kernel namespaces such as vllm:: or sgl_kernel
--- (2); environment variable names such as VLLM_* or HF_* (1); PyTorch's own kernels (0). One
--- row; name is unknown when nothing points anywhere.
+-- (2), and nvFuser's generated kernels (CudaCodeGen::, 1); environment variable names such as
+-- VLLM_* or HF_* (1); PyTorch's own kernels (0). One row; name is unknown when nothing points
+-- anywhere.
 --
--- name: vllm, sglang, tensorrt-llm, transformers, pytorch or unknown.
+-- name: vllm, sglang, tensorrt-llm, transformers, nvfuser, pytorch or unknown.
 -- version: the framework's version where the capture records it, else NULL.
 -- evidence: the signals that point to it, strongest first.
 -- command: the captured command line, when recorded.
@@ -38,13 +39,15 @@ WITH cmd AS (
         WHERE starts_with(var, 'TLLM_') OR starts_with(var, 'TRTLLM_') HAVING count(*) > 0
     UNION ALL SELECT 'transformers', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
         WHERE starts_with(var, 'HF_') OR starts_with(var, 'TRANSFORMERS_') HAVING count(*) > 0
+    UNION ALL SELECT 'nvfuser', 1, 'kernels: nvFuser (CudaCodeGen::)' FROM kn
+        WHERE contains(demangled, 'CudaCodeGen::') OR starts_with(name, 'nvfuser_') HAVING count(*) > 0
     UNION ALL SELECT 'pytorch', 0, 'kernels: PyTorch (at::native)' FROM kn
         WHERE contains(demangled, 'at::native::') OR contains(demangled, 'at_cuda_detail') OR starts_with(name, 'triton_') HAVING count(*) > 0
 ), ranked AS (
     -- Serving engines run on PyTorch: an engine's signal wins over PyTorch's at equal strength.
     SELECT name, max(strength) AS strength,
            string_agg(evidence, '; ' ORDER BY strength DESC, evidence) AS evidence,
-           list_position(['vllm', 'sglang', 'tensorrt-llm', 'transformers', 'pytorch'], name) AS pref
+           list_position(['vllm', 'sglang', 'tensorrt-llm', 'transformers', 'nvfuser', 'pytorch'], name) AS pref
     FROM signals GROUP BY name
 )
 SELECT coalesce((SELECT arg_max(name, (strength, -pref)) FROM ranked), 'unknown') AS name,

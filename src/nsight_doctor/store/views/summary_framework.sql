@@ -1,6 +1,6 @@
 -- summary_framework: the serving framework or library detected (framework), one row.
 --
--- name: vllm, sglang, tensorrt-llm, transformers, pytorch or unknown.
+-- name: vllm, sglang, tensorrt-llm, transformers, nvfuser, pytorch or unknown.
 -- version: its version where the capture records it, else NULL.
 -- evidence: the signals that point to it.
 CREATE VIEW summary_framework AS
