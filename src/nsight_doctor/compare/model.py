@@ -79,6 +79,8 @@ class NcuRow:
     dram_pct: list[float | None] = child("per profile: DRAM throughput, % of peak")
     sm_pct: list[float | None] = child("per profile: SM throughput, % of peak")
     bottleneck: list[str | None] = child("per profile: memory-bound, compute-bound or latency-bound")
+    regime: list[str | None] = child("per profile: memory or compute, its side of the roofline")
+    roof_pct: list[float | None] = child("per profile: how close it comes to that roof, %")
     stalls: list[dict[str, float]] = child(
         "per profile: its warp-stall mix, reason -> % of its stalls (the top 4; summary_ncu_stalls)"
     )

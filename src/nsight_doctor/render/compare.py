@@ -153,6 +153,15 @@ def ncu_table(labels: list[str], rows_in: list[NcuRow]) -> Table:
         ):
             rows.append([f"  {label}", *cells(vals, [None] * len(vals), "pct")])
         rows.append(["  bottleneck", *(b or "-" for b in r.bottleneck)])
+        rows.append(
+            [
+                "  roofline",
+                *(
+                    f"{g} regime, {pct(p)} of its roof" if g and p is not None else "-"
+                    for g, p in zip(r.regime, r.roof_pct)
+                ),
+            ]
+        )
         for k in range(2):
             rows.append(
                 [
