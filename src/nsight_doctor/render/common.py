@@ -412,7 +412,7 @@ def ncu_rows(s: Summary) -> Rows:
     return rows + labelled(
         "Profiled kernels",
         [
-            f"{pct(g.share_pct)} {clip(g.launch or '?')}: {bound_text(g)}; SM {pct(g.sm_pct)}, "
+            f"{pct(g.share_pct)} {clip(g.launch or g.name or '?')}: {bound_text(g)}; SM {pct(g.sm_pct)}, "
             f"memory {pct(g.mem_pct)}, DRAM {pct(g.dram_pct)}, occupancy {pct(g.achieved_occupancy_pct)}"
             + (f", top stall {clip(g.top_stall)}" if g.top_stall else "")
             for g in n.groups[:6]

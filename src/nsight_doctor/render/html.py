@@ -417,7 +417,7 @@ def summary_section(d: Diagnosis) -> str:
             table(
                 [
                     {
-                        "launch": g.launch,
+                        "launch": g.launch or g.name,
                         "share_pct": g.share_pct,
                         "bottleneck": g.bottleneck,
                         "duration_ns": g.duration_ns,

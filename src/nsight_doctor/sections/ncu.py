@@ -36,6 +36,7 @@ class NcuGroup(Section):
     VIEW: ClassVar[str] = "summary_ncu_groups"
     LIMIT: ClassVar[int | None] = 15
     launch: str | None
+    name: str | None
     family: str | None
     profiled: int
     bottleneck: str | None

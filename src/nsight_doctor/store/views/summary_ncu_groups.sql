@@ -1,6 +1,7 @@
 -- summary_ncu_groups: the profiled launch configurations (ncu_groups), most GPU time first.
 --
--- launch: name<<<(grid),(block)>>>.
+-- launch: name<<<(grid),(block)>>> (NULL when the report has no launch configuration for it).
+-- name: the kernel's short name.
 -- family: kernel family.
 -- profiled: profiled instances.
 -- bottleneck: memory-bound, compute-bound or latency-bound.
@@ -19,7 +20,7 @@
 -- roof_pct: how close it comes to that roof, % (ncu_kernels.roof_pct).
 -- owner: who owns its code (ncu_groups.owner), NULL for the user's own.
 CREATE VIEW summary_ncu_groups AS
-SELECT launch, family, profiled, bottleneck, share_pct, time_basis, weight_ns,
+SELECT launch, name, family, profiled, bottleneck, share_pct, time_basis, weight_ns,
        duration_ns, sm_pct, mem_pct, dram_pct, achieved_occupancy_pct, waves_per_sm,
        tensor_pct, top_stall, regime, roof_pct, owner
 FROM ncu_groups ORDER BY weight_ns DESC, launch;
