@@ -9,7 +9,7 @@ import math
 from nsight_doctor.compare.metrics import change
 from nsight_doctor.compare.model import FindingChange, FindingsDiff, Profile
 from nsight_doctor.compare.rows import kernel_key_name
-from nsight_doctor.compare.warnings import graph_traced
+from nsight_doctor.compare.warnings import graph_traced, has_timeline
 from nsight_doctor.model import Diagnosis, Finding
 
 # A finding whose impact (as a share of its window) moved less than this (relative %) is unchanged.
@@ -35,10 +35,6 @@ def share(f: Finding, d: Diagnosis) -> float | None:
     return 100.0 * f.impact_ns / window if window else None
 
 
-def ncu_only(d: Diagnosis) -> bool:
-    return not d.summary.capture.gpu_window_ns and d.summary.ncu is not None
-
-
 def findings_diff(base: Profile, cand: Profile) -> FindingsDiff:
     def keyed(d: Diagnosis) -> dict[tuple[str, str], list[Finding]]:
         out: dict[tuple[str, str], list[Finding]] = {}
@@ -58,7 +54,7 @@ def findings_diff(base: Profile, cand: Profile) -> FindingsDiff:
             if fb and fc:
                 ch = change(sb, sc) if sb else (None if not sc else math.inf)
                 moved = ch is not None and abs(ch) >= FINDING_CHANGE_PCT and abs((sc or 0) - (sb or 0)) >= 0.5
-                if ncu_only(base.diagnosis) and ncu_only(cand.diagnosis):
+                if not has_timeline(base.diagnosis) and not has_timeline(cand.diagnosis):
                     # Reports of other kernel sets: their shares are of different totals, the
                     # kernels' own time is what compares.
                     abs_ch = change(fb.impact_ns, fc.impact_ns) if fb.impact_ns else None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from nsight_doctor.compare.metrics import METRICS, all_steps, change, decode_kind, per_step, step_gpu, token_time
 from nsight_doctor.compare.model import GpuRow, KernelRow, NcuRow, PhaseRow, Profile, Row
+from nsight_doctor.compare.warnings import has_timeline
 from nsight_doctor.sections import SteadyGpu, Summary
 
 # Kernel categories that are one part of the step's time in a verdict.
@@ -103,55 +104,29 @@ def kernel_key_name(launch: str) -> str:
     return launch.split("<<<", 1)[0]
 
 
-def timeline_of(s: Summary) -> bool:
-    """Whether a profile has a timeline (Nsight Compute reports alone have none)."""
-    return bool(s.capture.gpu_window_ns) or s.ncu is None
+# The overview of Nsight Compute reports alone: (key, label, unit, field of summary.ncu).
+NCU_OVERVIEW = [
+    ("ncu_kernels", "Kernels profiled", "count", "kernels_profiled"),
+    ("ncu_launches", "Launch configurations", "count", "launch_configs"),
+    ("ncu_profiled_ns", "Profiled kernel time", "ns", "profiled_ns"),
+    ("ncu_memory_bound", "Memory-bound kernels", "count", "memory_bound"),
+    ("ncu_compute_bound", "Compute-bound kernels", "count", "compute_bound"),
+    ("ncu_latency_bound", "Latency-bound kernels", "count", "latency_bound"),
+]
 
 
 def ncu_overview_rows(sums: Sequence[Summary]) -> list[Row]:
-    """The overview of Nsight Compute reports alone: what they profiled and how it is bound."""
-    n = [s.ncu for s in sums]
-    return present(
-        [
-            make_row(
-                "ncu_kernels", "Kernels profiled", "count", [float(x.kernels_profiled) if x else None for x in n], ""
-            ),
-            make_row(
-                "ncu_launches",
-                "Launch configurations",
-                "count",
-                [float(x.launch_configs) if x else None for x in n],
-                "",
-            ),
-            make_row("ncu_profiled_ns", "Profiled kernel time", "ns", [x.profiled_ns if x else None for x in n]),
-            make_row(
-                "ncu_memory_bound",
-                "Memory-bound kernels",
-                "count",
-                [float(x.memory_bound) if x else None for x in n],
-                "",
-            ),
-            make_row(
-                "ncu_compute_bound",
-                "Compute-bound kernels",
-                "count",
-                [float(x.compute_bound) if x else None for x in n],
-                "",
-            ),
-            make_row(
-                "ncu_latency_bound",
-                "Latency-bound kernels",
-                "count",
-                [float(x.latency_bound) if x else None for x in n],
-                "",
-            ),
-        ]
-    )
+    """What Nsight Compute reports alone profiled, and how it is bound."""
+    rows = []
+    for key, label, unit, field in NCU_OVERVIEW:
+        values = [float(getattr(s.ncu, field)) if s.ncu and getattr(s.ncu, field) is not None else None for s in sums]
+        rows.append(make_row(key, label, unit, values, "" if unit == "count" else "lower"))
+    return present(rows)
 
 
 def overview_rows(profiles: Sequence[Profile], tokens: Sequence[float | None]) -> list[Row]:
     sums = [p.diagnosis.summary for p in profiles]
-    if not any(timeline_of(s) for s in sums):
+    if not any(has_timeline(p.diagnosis) for p in profiles):
         return ncu_overview_rows(sums)
     gpus = [step_gpu(s) for s in sums]
     kinds = [decode_kind(g) for g in gpus]
@@ -279,7 +254,7 @@ def category_rows(profiles: Sequence[Profile], basis: str) -> list[Row]:
 
 def transfer_rows(profiles: Sequence[Profile], basis: str) -> list[Row]:
     sums = [p.diagnosis.summary for p in profiles]
-    if not any(timeline_of(s) for s in sums):
+    if not any(has_timeline(p.diagnosis) for p in profiles):
         return []  # (no copy or call is traced without a timeline: zeros would say none ran)
     gpus = [step_gpu(s) for s in sums]
     per = "per step" if basis == "step" else "in the steady state"
