@@ -110,8 +110,8 @@ def per_layer(found: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         per = per.with_columns(steps=pl.lit(None, pl.UInt32))
     recurs = pl.col("n") >= PER_STEP * pl.col("steps")
     keep = per.filter(pl.when(pl.col("steps").is_not_null()).then(recurs).otherwise(pl.col("n") >= 2))
-    out = found.join(keep.select("device_id"), on="device_id", how="semi")
-    return out.with_columns(chain=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("device_id"))
+    # (a GPU's chains are kept or left out together: their numbers stand)
+    return found.join(keep.select("device_id"), on="device_id", how="semi")
 
 
 def members(ops: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
