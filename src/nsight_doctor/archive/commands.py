@@ -188,10 +188,10 @@ def ingest(
         for p, was in existed.items():
             if not was:
                 p.unlink(missing_ok=True)  # no empty database left behind
+        n = res.skipped_files
         raise InputError(
             f"no profiles found in {', '.join(str(p) for p in paths)}"
-            + (f" ({res.skipped_files:,} file of another kind)" if res.skipped_files == 1 else "")
-            + (f" ({res.skipped_files:,} files of other kinds)" if res.skipped_files > 1 else "")
+            + (f" ({n:,} {'file of another kind' if n == 1 else 'files of other kinds'})" if n else "")
             + ": ingest reads Nsight Systems reports and exports, Nsight Compute reports and nvprof files, "
             "also inside .tar and .zip archives"
         )
