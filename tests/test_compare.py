@@ -603,6 +603,7 @@ def test_a_kernel_finding_whose_time_fell_is_changed_between_nsight_compute_repo
     base = analyze([SAMPLES / "ncu" / "ncu_decode_b1_basic.ncu-rep.xz"])
     cand = copy.deepcopy(base)
     [f] = [f for f in cand.findings if f.rule_id == "small-grid"]
+    assert f.window_ns is not None
     f.impact_ns = round(f.impact_ns * 44 / 160)
     f.window_ns = round(f.window_ns * 44 / 160)  # the same share of a smaller report
     changes = findings_diff(Profile("a", "a", base), Profile("b", "b", cand)).changes

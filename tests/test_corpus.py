@@ -183,9 +183,11 @@ def test_a_kernel_with_nan_metrics_leaves_the_others_intact():
     a note says so, and every other kernel keeps its share of the profiled time."""
     d = analyze([CORPUS / "AveryClapp__ESMM-Research" / "8fce6633__profile.ncu-rep"])
     assert any("not a number (NaN or infinite)" in n for n in d.notes)
+    assert d.summary.ncu is not None
     measured = [g for g in d.summary.ncu.groups if g.duration_ns is not None]
-    assert len(measured) == 3 and all(g.share_pct is not None for g in measured)
-    assert sum(g.share_pct for g in measured) == pytest.approx(100)
+    shares = [g.share_pct for g in measured if g.share_pct is not None]
+    assert len(measured) == 3 and len(shares) == 3
+    assert sum(shares) == pytest.approx(100)
     for f in d.findings:
         assert "n/a of GPU time" not in f.title + f.message, f.rule_id
 
@@ -195,4 +197,4 @@ def test_nvfuser_kernels_name_nvfuser_not_pytorch():
     """A capture whose hot kernel is nvFuser's generated CudaCodeGen::kernel1."""
     d = analyze([CORPUS / "Young768__profiling_" / "fusion.export-nsys2025.3.sqlite"])
     assert d.summary.framework.name == "nvfuser"
-    assert "CudaCodeGen" in d.summary.framework.evidence
+    assert "CudaCodeGen" in (d.summary.framework.evidence or "")

@@ -455,7 +455,7 @@ def test_utilisation_zooms_to_a_steady_state_that_a_long_start_up_would_flatten(
     path = unxz(sample("hf_startup", ".sqlite.xz"), tmp_path)
     d = analyze([path], AnalyzeOptions(report_data=True, cache=False))
     st = d.summary.steady_state
-    assert st is not None and st.share_pct < 50
+    assert st is not None and st.share_pct is not None and st.share_pct < 50
     ds = d.datasets["utilisation"]
     assert "over the steady state" in ds.note and "start-up left out" in ds.note
     assert ds.rows
