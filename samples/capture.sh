@@ -14,7 +14,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # llm: the HF serving captures of workloads/hf_serving.py (one GPU);
                 # llm2: its MoE and sampling captures (one GPU);
                 # timeline: the captures of workloads/timeline.py, with CPU and Python samples
-                # where they name the code (one GPU)
+                # where they name the code (one GPU); ncu_prefill: Nsight Compute of
+                # prefill attention on both SDPA backends (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -198,6 +199,22 @@ tl_capture() {  # name sampled|plain extra-nsys-args... -- workload args...
   mkdir -p "$C/tl/$name"; mv "$C/$name".* "$C/tl/$name/"
 }
 
+# Nsight Compute of prefill attention, both SDPA backends: layer 0's projections and
+# FlashAttention's kernel (flash), or the math path's FP32 GEMMs and softmax (math). A name
+# filter, since skipping a fixed count of launches lands on elementwise kernels.
+ncu_prefill_series() {
+  local dir=$1
+  mkdir -p "$dir"
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  in_time ncu_prefill_flash && (cd "$dir" && CUDA_VISIBLE_DEVICES=0 timeout 200 ncu --clock-control none \
+    --profile-from-start off --set full -k regex:'flash_fwd|nvjet' --launch-count 5 \
+    -f -o ncu_prefill_flash python3 "$OLDPWD/$W/timeline.py" prefill --backend flash --passes 1 --layers 2)
+  in_time ncu_prefill_math && (cd "$dir" && CUDA_VISIBLE_DEVICES=0 timeout 200 ncu --clock-control none \
+    --profile-from-start off --set full -k regex:'xmma_gemm|SoftMax' --launch-count 3 \
+    -f -o ncu_prefill_math python3 "$OLDPWD/$W/timeline.py" prefill --backend math --passes 1 --layers 2)
+  ls -la "$dir"
+}
+
 timeline_series() {
   local T=(-t cuda,nvtx,osrt) S=timeline.py
   python3 -c 'import transformers, triton; print("transformers", transformers.__version__, "triton", triton.__version__)'
@@ -212,12 +229,7 @@ timeline_series() {
   tl_capture prefill_flash plain "${T[@]}" -- $S prefill --backend flash
   tl_capture kv_cat16 plain "${T[@]}" -- hf_serving.py generate --attn sdpa --cache dynamic --batch 32 \
     --kv-heads 16 --prompt-len 256 --new-tokens 16
-  for b in math flash; do
-    in_time ncu_prefill_$b || continue
-    echo "== ncu ncu_prefill_$b"
-    timeout 100 ncu --clock-control none --profile-from-start off --set full --launch-skip 10 --launch-count 8 \
-      -f -o "$C/tl/ncu_prefill_$b" python3 $W/$S prefill --backend $b --passes 1 --layers 2 || true
-  done
+  ncu_prefill_series "$C/tl"
   echo "== pack timeline"
   (cd $C/tl && tar cf - --exclude='*.qdstrm' .) | xz -T0 -6 | split -b 15M -d - "$OUT/timeline.tar.xz."
   ls -la "$OUT"
@@ -225,6 +237,9 @@ timeline_series() {
 
 if [ "$MODE" = timeline ]; then
   timeline_series
+elif [ "$MODE" = ncu_prefill ]; then
+  ncu_prefill_series "$C/np"
+  (cd $C/np && tar cf - ./*.ncu-rep) | xz -T0 -6 | split -b 15M -d - "$OUT/ncu_prefill.tar.xz."
 elif [ "$MODE" = llm ]; then
   llm_series
 elif [ "$MODE" = llm2 ]; then

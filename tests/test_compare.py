@@ -589,7 +589,7 @@ def test_nsight_compute_reports_alone_compare_what_they_profiled():
     overview = r.stdout.split("Overview", 1)[1].split("\n\n", 1)[0]
     assert "Kernels profiled" in overview and "Profiled kernel time" in overview
     assert "Copies and synchronisation" not in r.stdout
-    assert "memory regime" in r.stdout.split("roofline", 1)[1].splitlines()[0]  # each kernel's place on it
+    assert "% of its L2 roof" in r.stdout.split("roofline", 1)[1].splitlines()[0]  # each kernel's place on it
 
 
 @pytest.mark.slow

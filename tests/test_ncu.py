@@ -82,6 +82,81 @@ def test_curated_view_matches_ncu_report(unpacked):
     assert sdpa["dram_pct"] > 75
 
 
+# Hopper's dense peaks per SM and cycle (NVIDIA's H100 whitepaper), written out here rather
+# than read from the tool's gpu_peaks.yaml: the oracle shares no data with the tool.
+HOPPER_PER_SM_CYCLE = {"bf16": 4096, "fp32": 256}
+
+
+def independent_roofline(path, index: int) -> tuple[str, float]:
+    """A kernel's binding roof and the share of it reached, from ncu_report's raw counters:
+    the largest of bytes / bandwidth (DRAM, L2) and operations / peak (BF16 tensor, FP32)
+    over its duration."""
+    dur = direct(path, index, "gpu__time_duration.sum") * 1e-9
+    sm_hz = direct(path, index, "sm__cycles_elapsed.avg.per_second")
+    sms = direct(path, index, "device__attribute_multiprocessor_count")
+    fp32 = sum(
+        (2 if op == "ffma" else 1)
+        * direct(path, index, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
+        for op in ("fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
+    ) * direct(path, index, "smsp__cycles_elapsed.avg.per_second") * dur
+    times = {
+        "DRAM": (direct(path, index, "dram__bytes_read.sum") + direct(path, index, "dram__bytes_write.sum"))
+        / (direct(path, index, "dram__bytes.sum.peak_sustained") * direct(path, index, "dram__cycles_elapsed.avg.per_second")),
+        "L2": direct(path, index, "lts__t_sectors.sum")
+        / (direct(path, index, "lts__t_sectors.avg.peak_sustained") * direct(path, index, "lts__cycles_elapsed.sum.per_second")),
+        "tensor BF16": direct(path, index, "sm__ops_path_tensor_src_bf16_dst_fp32.sum")
+        / (HOPPER_PER_SM_CYCLE["bf16"] * sms * sm_hz),
+        "FP32": fp32 / (HOPPER_PER_SM_CYCLE["fp32"] * sms * sm_hz),
+    }
+    roof = max(times, key=lambda k: times[k])
+    return roof, 100 * times[roof] / dur
+
+
+def test_each_kernel_sits_on_the_roof_an_independent_pass_finds(unpacked):
+    """Every kernel of both full reports: the binding roof and the share of it reached equal a
+    pass over ncu_report's raw counters. At batch 512 the QKV GEMM is bound by its BF16 tensor
+    roof (compute-bound, not memory-bound: its shared-memory traffic made the old throughput
+    test call it memory-bound) and decode attention by DRAM; at batch 1 the GEMV is a
+    memory-bound kernel at about half of its DRAM roof with a grid that cannot fill the GPU."""
+    for name in ("ncu_decode_b512_full", "ncu_decode_b1_full"):
+        path = unpacked[name]
+        for r in kernels_of([path]):
+            roof, pct = independent_roofline(path, r["action_id"])
+            assert r["roof_basis"] == "roofline", (name, r["name"])
+            assert (r["roof"], r["roof_pct"]) == (roof, pytest.approx(pct, rel=1e-6)), (name, r["name"])
+            assert r["regime"] == ("memory" if roof in ("DRAM", "L2") else "compute")
+    b512 = kernels_of([unpacked["ncu_decode_b512_full"]])
+    qkv = next(r for r in b512 if r["name"].startswith("nvjet_sm90_tst_192x128"))
+    assert qkv["roof"] == "tensor BF16" and qkv["bottleneck"] == "compute-bound" and 60 < qkv["roof_pct"] < 75
+    assert qkv["arithmetic_intensity"] > qkv["ridge_flop_per_byte"]  # right of the ridge
+    sdpa = next(r for r in b512 if r["name"] == SDPA)
+    assert sdpa["roof"] == "DRAM" and sdpa["bottleneck"] == "memory-bound"
+    gemv = next(r for r in kernels_of([unpacked["ncu_decode_b1_full"]]) if r["name"].startswith("nvjet"))
+    assert gemv["roof"] == "DRAM" and 40 < gemv["roof_pct"] < 60 and gemv["waves_per_sm"] < 1
+    assert gemv["arithmetic_intensity"] < gemv["ridge_flop_per_byte"] / 10
+
+
+def test_the_summary_places_each_kernel_on_its_roof():
+    """The summary, the finding and compare say the same roof and share for the same kernel."""
+    d = analyze([NCU / "ncu_decode_b512_full.ncu-rep.xz"])
+    assert d.summary.ncu is not None
+    qkv = next(g for g in d.summary.ncu.groups if (g.name or "").startswith("nvjet_sm90_tst_192x128"))
+    assert qkv.roof == "tensor BF16" and qkv.roof_pct is not None
+    said = f"{qkv.roof_pct:.0f}% of its tensor BF16 roof"
+    [f] = [f for f in d.findings if f.rule_id == "compute-bound-kernel"]
+    assert said in f.title and said in f.message
+    assert not any(f.rule_id == "memory-bound-kernel" and "192x128" in f.title for f in d.findings)
+    r = run_cli("analyze", str(NCU / "ncu_decode_b512_full.ncu-rep.xz"))
+    assert "compute-bound, at " + said in " ".join(r.stdout.split())
+
+
+def test_basic_set_keeps_the_throughput_view(unpacked):
+    """Without the roofline's counters (--set basic) the regime comes from ncu's throughput
+    percentages and says so."""
+    rows = kernels_of([unpacked["ncu_decode_b1_basic"]])
+    assert all(r["roof_basis"] == "speed of light" and r["roof"] is None and r["regime"] for r in rows)
+
+
 def test_batch_1_kernels_are_latency_bound_except_the_gemv(unpacked):
     rows = kernels_of([unpacked["ncu_decode_b1_full"]])
     gemv = [r for r in rows if r["name"].startswith("nvjet") and r["grid_y"] == 24]

@@ -357,18 +357,20 @@ def ncu_occupancy(con: duckdb.DuckDBPyConnection) -> Dataset:
 
 
 NCU_ROOFLINE_SQL = """
--- The FP32 roofline: each launch configuration's achieved FLOP/s against its arithmetic
--- intensity (non-tensor FLOPs per DRAM byte, as ncu counts them), and each GPU's peaks.
+-- The roofline: each launch configuration's achieved operations per second (tensor and
+-- non-tensor, ncu_roofline) against its operations per DRAM byte, with the peaks of its compute
+-- roof (FP32, tensor BF16, ...) and of DRAM on its GPU.
 WITH k AS (
-    SELECT launch, device_name, sum(flops) AS flops, sum(dram_bytes) AS dram_bytes,
-           sum(duration_ns) AS ns, median(peak_fp32_flops_per_s) AS peak_flops,
+    SELECT launch, device_name, compute_roof, sum(ops) AS ops, sum(dram_bytes) AS dram_bytes,
+           sum(duration_ns) AS ns, median(peak_ops_per_s) AS peak_ops,
            median(peak_dram_bytes_per_s) AS peak_bw
-    FROM ncu_kernels WHERE flops > 0 AND dram_bytes > 0 AND duration_ns > 0
-    GROUP BY launch, device_name
+    FROM ncu_kernels
+    WHERE roof_basis = 'roofline' AND ops > 0 AND dram_bytes > 0 AND duration_ns > 0 AND peak_dram_bytes_per_s > 0
+    GROUP BY launch, device_name, compute_roof
 )
-SELECT k.launch, k.device_name, k.flops / k.dram_bytes AS arithmetic_intensity,
-       k.flops / (k.ns / 1e9) AS flops_per_s, k.peak_flops AS peak_fp32_flops_per_s,
-       k.peak_bw AS peak_dram_bytes_per_s, g.share_pct, g.bottleneck
+SELECT k.launch, k.device_name, k.compute_roof, k.ops / k.dram_bytes AS arithmetic_intensity,
+       k.ops / (k.ns / 1e9) AS ops_per_s, k.peak_ops AS peak_ops_per_s,
+       k.peak_bw AS peak_dram_bytes_per_s, g.share_pct, g.bottleneck, g.roof, g.roof_pct
 FROM k JOIN ncu_groups g USING (launch)
 ORDER BY g.weight_ns DESC NULLS LAST, k.launch LIMIT $limit
 """
@@ -376,9 +378,16 @@ ORDER BY g.weight_ns DESC NULLS LAST, k.launch LIMIT $limit
 
 def ncu_roofline(con: duckdb.DuckDBPyConnection) -> Dataset:
     ds = dataset(con, NCU_ROOFLINE_SQL, {"limit": NCU_POINTS})
-    without = scalar(con, "SELECT count(DISTINCT launch) FROM ncu_kernels WHERE coalesce(flops, 0) = 0")
+    without = scalar(
+        con,
+        "SELECT count(DISTINCT launch) FROM ncu_kernels"
+        " WHERE roof_basis IS DISTINCT FROM 'roofline' OR coalesce(ops, 0) = 0 OR coalesce(dram_bytes, 0) = 0",
+    )
     if without:
-        ds.note = f"{without} launch configurations with no non-tensor FLOPs (tensor-core GEMMs, copies) are not drawn"
+        ds.note = (
+            f"{without} launch configurations are not drawn: no floating-point or tensor operations"
+            " (copies), no DRAM traffic, or no roofline counters in the report (--set full collects them)"
+        )
     return ds
 
 

@@ -423,6 +423,7 @@ def ncu_rows(profiles: Sequence[Profile]) -> list[NcuRow]:
                 dram_pct=[m.dram_pct if m else None for m in members],
                 sm_pct=[m.sm_pct if m else None for m in members],
                 bottleneck=[m.bottleneck if m else None for m in members],
+                roof=[m.roof if m else None for m in members],
                 regime=[m.regime if m else None for m in members],
                 roof_pct=[m.roof_pct if m else None for m in members],
                 stalls=[{s.reason: s.share_pct or 0.0 for s in m.stalls[:4]} if m else {} for m in members],

@@ -421,14 +421,20 @@ def ncu_rows(s: Summary) -> Rows:
 
 
 def bound_text(g: Any) -> str:
-    """A profiled kernel's bottleneck with its side of the roofline, as the findings say it
-    ("latency-bound, memory regime at 52% of its roof": a small grid far from a memory roof)."""
+    """A profiled kernel's bottleneck with its place on the roofline, as the findings say it
+    ("compute-bound, at 68% of its tensor BF16 roof (450 FLOP/byte)"; "latency-bound, at 50% of
+    its DRAM roof (0.67 waves: ...)": a small grid far from a memory roof)."""
     text = g.bottleneck or "not measured"
-    if g.regime and g.roof_pct is not None and g.bottleneck == "latency-bound":
+    notes = []
+    if g.roof and g.roof_pct is not None:
+        text += f", at {g.roof_pct:.0f}% of its {g.roof} roof"
+        if g.arithmetic_intensity:
+            notes.append(f"{g.arithmetic_intensity:.3g} FLOP/byte")
+    elif g.regime and g.roof_pct is not None and g.bottleneck == "latency-bound":
         text += f", {g.regime} regime at {g.roof_pct:.0f}% of its roof"
-    if g.waves_per_sm is not None and g.waves_per_sm < 1 and g.bottleneck == "latency-bound":
-        text += f" ({g.waves_per_sm:.2g} waves: the grid cannot fill the GPU)"
-    return text
+    if g.waves_per_sm is not None and g.waves_per_sm < 1:
+        notes.append(f"{g.waves_per_sm:.2g} waves: the grid cannot fill the GPU")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def window_of(f: Finding, d: Diagnosis) -> int | None:

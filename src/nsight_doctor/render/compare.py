@@ -157,8 +157,12 @@ def ncu_table(labels: list[str], rows_in: list[NcuRow]) -> Table:
             [
                 "  roofline",
                 *(
-                    f"{g} regime, {pct(p)} of its roof" if g and p is not None else "-"
-                    for g, p in zip(r.regime, r.roof_pct)
+                    f"{pct(p)} of its {roof} roof"
+                    if roof and p is not None
+                    else f"{g} regime, {pct(p)} of its roof"
+                    if g and p is not None
+                    else "-"
+                    for roof, g, p in zip(r.roof, r.regime, r.roof_pct)
                 ),
             ]
         )

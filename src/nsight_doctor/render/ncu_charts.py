@@ -96,46 +96,55 @@ def occupancy_draw(alt: Any, f: Frame) -> Any:
 def roofline_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
     labels = ncu_labels(rows)
     points = [
-        dict(r, label=labels[r["launch"]], tflops=r["flops_per_s"] / 1e12, share_pct=r["share_pct"] or 0)
+        dict(r, label=labels[r["launch"]], tops=r["ops_per_s"] / 1e12, share_pct=r["share_pct"] or 0)
         for r in rounded(rows)
     ]
     lo = min(0.01, min(r["arithmetic_intensity"] for r in points) / 2)
     hi = max(1000.0, max(r["arithmetic_intensity"] for r in points) * 2)
+    # One roof per GPU and compute roof the kernels used: DRAM's slope up to that roof's peak.
     roofs = []
-    for dev in sorted({r["device_name"] or "GPU" for r in rows}):
-        peaks = [r for r in rows if (r["device_name"] or "GPU") == dev]
-        flops = sorted(r["peak_fp32_flops_per_s"] for r in peaks)[len(peaks) // 2]
+    for dev, name in sorted({(r["device_name"] or "GPU", r["compute_roof"] or "?") for r in rows}):
+        peaks = [r for r in rows if (r["device_name"] or "GPU") == dev and (r["compute_roof"] or "?") == name]
+        ops = sorted(r["peak_ops_per_s"] for r in peaks)[len(peaks) // 2]
         bw = sorted(r["peak_dram_bytes_per_s"] for r in peaks)[len(peaks) // 2]
-        ridge = flops / bw
+        ridge = ops / bw
         for ai in (lo, ridge, hi):
-            roofs.append({"device": dev, "ai": ai, "tflops": min(flops, ai * bw) / 1e12, "ridge": round(ridge, 2)})
+            roofs.append(
+                {"roof": f"{name} ({dev})", "ai": ai, "tops": min(ops, ai * bw) / 1e12, "ridge": round(ridge, 2)}
+            )
     return Frame({"roofs": rounded(roofs), "points": points})
 
 
 def roofline_draw(alt: Any, f: Frame) -> Any:
     points = f.datasets["points"]
-    x = alt.X("ai:Q", title="arithmetic intensity (FLOP per DRAM byte, log)", scale=alt.Scale(type="log"))
-    y = alt.Y("tflops:Q", title="TFLOP/s (FP32, log)", scale=alt.Scale(type="log"))
+    x = alt.X("ai:Q", title="arithmetic intensity (operations per DRAM byte, log)", scale=alt.Scale(type="log"))
+    y = alt.Y("tops:Q", title="tera-operations per second (FLOP and tensor ops, log)", scale=alt.Scale(type="log"))
     roof = (
         alt.Chart(alt.Data(name="roofs"))
         .mark_line(color="#333", strokeWidth=1.5)
         .encode(
             x=x,
             y=y,
-            detail="device:N",
+            detail="roof:N",
             tooltip=[
-                alt.Tooltip("device:N", title="GPU"),
-                alt.Tooltip("ridge:Q", title="ridge (FLOP/byte)"),
-                alt.Tooltip("tflops:Q", title="roof (TFLOP/s)", format=".3g"),
+                alt.Tooltip("roof:N", title="roof"),
+                alt.Tooltip("ridge:Q", title="ridge (operations/byte)"),
+                alt.Tooltip("tops:Q", title="roof (T/s)", format=".3g"),
             ],
         )
+    )
+    ends = (
+        alt.Chart(alt.Data(name="roofs"))
+        .transform_filter(alt.datum.ai >= alt.datum.ridge * 10)
+        .mark_text(align="right", dy=-6, fontSize=10, color="#333")
+        .encode(x=x, y=y, text="roof:N")
     )
     dots = (
         alt.Chart(alt.Data(name="points"))
         .mark_circle(opacity=0.8, stroke="#333", strokeWidth=0.5)
         .encode(
             x=alt.X("arithmetic_intensity:Q", scale=alt.Scale(type="log")),
-            y=alt.Y("tflops:Q", scale=alt.Scale(type="log")),
+            y=alt.Y("tops:Q", scale=alt.Scale(type="log")),
             size=alt.Size("share_pct:Q", title="share of GPU time (%)", scale=alt.Scale(range=[30, 600])),
             color=alt.Color(
                 "bottleneck:N",
@@ -143,14 +152,16 @@ def roofline_draw(alt: Any, f: Frame) -> Any:
             ),
             tooltip=[
                 alt.Tooltip("launch:N", title="kernel"),
-                alt.Tooltip("arithmetic_intensity:Q", title="FLOP/byte", format=".3g"),
-                alt.Tooltip("tflops:Q", title="TFLOP/s", format=".3g"),
+                alt.Tooltip("arithmetic_intensity:Q", title="operations/byte", format=".3g"),
+                alt.Tooltip("tops:Q", title="T/s", format=".3g"),
+                alt.Tooltip("roof:N", title="bound by"),
+                alt.Tooltip("roof_pct:Q", title="% of that roof", format=".0f"),
                 alt.Tooltip("share_pct:Q", title="share of GPU time (%)", format=".1f"),
                 alt.Tooltip("bottleneck:N"),
             ],
         )
     )
-    return alt.layer(roof, dots).properties(width=WIDTH - 260, height=320)
+    return alt.layer(roof, ends, dots).properties(width=WIDTH - 260, height=320)
 
 
 def throughput_frame(d: Diagnosis, rows: list[dict[str, Any]]) -> Frame:
@@ -218,11 +229,12 @@ NCU_CHARTS: list[ChartSpec] = [
     ChartSpec(
         "ncu-roofline",
         "ncu",
-        "Roofline (FP32)",
+        "Roofline",
         lambda f: (
-            "Each profiled kernel's FLOP rate against its FLOPs per DRAM byte, under the GPU's FP32 roofs: the "
-            "sloped roof is DRAM bandwidth, the flat one FP32 peak, meeting at the ridge. Only non-tensor FLOPs "
-            "are counted (as ncu's roofline does), so tensor-core kernels sit low by construction."
+            "Each profiled kernel's operation rate (FLOPs and tensor-core operations) against its operations "
+            "per DRAM byte, under the roofs it used on its GPU: the sloped roof is DRAM bandwidth, each flat one "
+            "a compute peak (FP32, or the tensor cores for the kernel's data type) at the clock the kernel ran "
+            "at, meeting at the ridge. A kernel's distance below its roof is the speed it leaves unused."
             + (f" {f.note}." if f.note else "")
         ),
         roofline_frame,

@@ -51,6 +51,8 @@ class NcuGroup(Section):
     waves_per_sm: float | None
     tensor_pct: float | None
     top_stall: str | None
+    arithmetic_intensity: float | None
+    roof: str | None
     regime: str | None
     roof_pct: float | None
     owner: str | None

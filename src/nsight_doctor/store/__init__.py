@@ -132,10 +132,22 @@ def launch_settings_rows() -> list[tuple[str, str, str, str, str]]:
     return [(s["name"], s["value"], s["kind"], " ".join(s["effect"].split()), s["reference"]) for s in data["settings"]]
 
 
+@lru_cache(maxsize=1)
+def gpu_peak_rows() -> list[tuple[str, str, str, str, str, float]]:
+    """(arch, compute capability, name pattern, reference, roof, per SM per cycle) from gpu_peaks.yaml."""
+    data = yamlio.load(resources.files("nsight_doctor.store").joinpath("gpu_peaks.yaml").read_text())
+    return [
+        (a["arch"], a["compute_capability"], a["names"], a["reference"], roof, float(rate))
+        for a in data["architectures"]
+        for roof, rate in a["per_sm_per_cycle"].items()
+    ]
+
+
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
     # Data the views use, kept as files: the kernel taxonomy (its macro is generated from
     # kernel_categories.yaml), the advice in each framework's terms (advice.yaml) and the
-    # environment variables worth showing (launch_settings.yaml).
+    # environment variables worth showing (launch_settings.yaml), the compute roofs of each GPU
+    # architecture (gpu_peaks.yaml).
     con.execute(f"CREATE MACRO kernel_category(name, demangled) AS {taxonomy.case_sql('name', 'demangled')}")
     # The inputs (build fills it first; a store made otherwise has none): the advice on how to
     # capture follows the profiler that made them.
@@ -146,6 +158,11 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
         "CREATE TABLE launch_settings_t (name VARCHAR, value VARCHAR, kind VARCHAR, effect VARCHAR, reference VARCHAR)"
     )
     insert_rows(con, "launch_settings_t", launch_settings_rows())
+    con.execute(
+        "CREATE TABLE gpu_peaks_t (arch VARCHAR, compute_capability VARCHAR, names VARCHAR, reference VARCHAR,"
+        " roof VARCHAR, per_sm_per_cycle DOUBLE)"
+    )
+    insert_rows(con, "gpu_peaks_t", gpu_peak_rows())
     files = view_files()
     for name in view_order():
         try:

@@ -28,8 +28,9 @@
 -- issue_active: mean instructions issued per cycle per scheduler.
 -- eligible_warps: mean eligible warps per cycle per scheduler.
 -- tensor_pct: mean tensor pipe utilisation, %.
--- arithmetic_intensity: mean FLOP per DRAM byte (non-tensor FLOPs).
--- ridge_flop_per_byte: the FP32 roofline's ridge point.
+-- arithmetic_intensity: mean operations per DRAM byte, tensor and non-tensor (ncu_kernels).
+-- compute_roof: the most common compute roof ("FP32", "tensor BF16"; see ncu_kernels).
+-- ridge_flop_per_byte: mean ridge point of that roof against DRAM, operations per byte.
 -- spill_requests: register-spill requests, summed over the profiled instances.
 -- local_sectors: local-memory sectors, summed.
 -- global_ld_bytes_per_sector: mean bytes used per sector of global loads.
@@ -39,6 +40,8 @@
 -- top_stall: the most common top stall reason.
 -- top_stall_ratio: its mean warps per issued instruction.
 -- bottleneck: the most common bottleneck class (see ncu_kernels).
+-- roof: the most common binding roof ("DRAM", "tensor BF16"; see ncu_kernels).
+-- roof_basis: roofline or speed of light, the most common (see ncu_kernels).
 -- regime: the most common roofline regime, memory or compute (see ncu_kernels).
 -- roof_pct: mean share of its roof reached, % (see ncu_kernels).
 -- has_source_counters: whether the SourceCounters section (ncu's source-level checks) was collected.
@@ -68,7 +71,8 @@ WITH g AS (
            mode(occupancy_limiter ORDER BY occupancy_limiter) AS occupancy_limiter, avg(waves_per_sm) AS waves_per_sm,
            avg(issue_active) AS issue_active, avg(eligible_warps) AS eligible_warps,
            avg(tensor_pct) AS tensor_pct, avg(arithmetic_intensity) AS arithmetic_intensity,
-           avg(ridge_flop_per_byte) AS ridge_flop_per_byte,
+           mode(compute_roof ORDER BY compute_roof) AS compute_roof, avg(ridge_flop_per_byte) AS ridge_flop_per_byte,
+           mode(roof ORDER BY roof) AS roof, mode(roof_basis ORDER BY roof_basis) AS roof_basis,
            sum(spill_requests) AS spill_requests, sum(local_sectors) AS local_sectors,
            avg(global_ld_bytes_per_sector) AS global_ld_bytes_per_sector,
            avg(global_st_bytes_per_sector) AS global_st_bytes_per_sector,
@@ -112,9 +116,9 @@ WITH g AS (
 SELECT launch, name, family, kernel_owner(name) AS owner, first_action_id, profiled, device_name, sm_count, grid_size,
        block_size, registers_per_thread, duration_ns, sm_pct, mem_pct, dram_pct,
        achieved_occupancy_pct, theoretical_occupancy_pct, occupancy_limiter, waves_per_sm,
-       issue_active, eligible_warps, tensor_pct, arithmetic_intensity, ridge_flop_per_byte,
+       issue_active, eligible_warps, tensor_pct, arithmetic_intensity, compute_roof, ridge_flop_per_byte,
        spill_requests, local_sectors, global_ld_bytes_per_sector, global_st_bytes_per_sector,
-       smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, bottleneck, regime, roof_pct,
+       smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, bottleneck, roof, roof_basis, regime, roof_pct,
        has_source_counters, nsys_match, nsys_count, nsys_total_ns,
        CASE WHEN nsys_total_ns IS NOT NULL THEN 'nsys' WHEN NOT has_kernels THEN 'ncu' END AS time_basis,
        CASE WHEN nsys_total_ns IS NOT NULL THEN nsys_total_ns WHEN NOT has_kernels THEN duration_ns * profiled END AS weight_ns,

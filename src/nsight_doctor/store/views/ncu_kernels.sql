@@ -44,11 +44,15 @@
 -- tensor_gmma_pct: Hopper warpgroup MMA instructions, % of peak (sm__inst_executed_pipe_tensor_op_gmma).
 -- tensor_hmma_pct: HMMA tensor pipe, % of peak (sm__pipe_tensor_op_hmma_cycles_active or sm__inst_executed_pipe_tensor_op_hmma).
 -- flops: non-tensor floating-point operations (FP16, FP32, FP64 add, mul and fma x2), as ncu's roofline counts them.
+-- ops: all operations against the compute roofs: non-tensor FLOPs and tensor-core operations (ncu_roofline).
 -- dram_bytes: bytes read from and written to DRAM.
--- arithmetic_intensity: flops / dram_bytes, FLOP per byte.
+-- arithmetic_intensity: ops / dram_bytes, operations per DRAM byte.
+-- compute_roof: the compute roof its operations are bound by (ncu_roofline.label: "FP32", "tensor BF16").
+-- peak_ops_per_s: that roof's peak at the kernel's clock.
 -- peak_fp32_flops_per_s: FP32 peak at the measured SM clock (ncu's roofline peak).
 -- peak_dram_bytes_per_s: DRAM peak at the measured memory clock.
--- ridge_flop_per_byte: peak_fp32_flops_per_s / peak_dram_bytes_per_s: below it a kernel is memory-bound on the FP32 roofline.
+-- ridge_flop_per_byte: peak_ops_per_s / peak_dram_bytes_per_s: below it a kernel is memory-bound on
+--   its compute roof's roofline.
 -- spill_requests: local-memory requests caused by register spilling (derived__local_spilling_requests; 2025.x).
 -- local_sectors: local-memory sectors loaded and stored (spills and stack), where reported.
 -- global_ld_bytes_per_sector: bytes used per 32-byte sector of global loads (32 is perfectly coalesced).
@@ -58,12 +62,20 @@
 -- top_stall: the stall reason with the most warps per issued instruction ('selected' is not a stall).
 -- top_stall_ratio: its warps per issued instruction.
 -- long_scoreboard_ratio: warps stalled on L1TEX (global, local, texture) results per issued instruction.
--- regime: memory or compute: the side of the roofline the kernel is on, from which of its
---   memory throughput (DRAM or memory system) and compute throughput (SM or tensor pipes) is the
---   larger share of its peak (Nsight Compute's Speed of Light); NULL without those metrics.
--- roof_pct: the larger of the two: how close the kernel comes to its roof, % (a kernel at 80% or
---   more is at its roof: occupancy and issue efficiency can no longer speed it up).
--- bottleneck: memory-bound (DRAM or memory throughput at 60% of peak or more, and above SM; or long-scoreboard stalls dominant with memory at 40% or more), compute-bound (SM throughput at 60% or more), else latency-bound (neither unit near its peak: too little parallel work or long dependency chains).
+-- roof: the roof whose time at peak is the largest (ncu_roofline.label): the one that bounds the kernel.
+-- roof_basis: roofline (from its bytes and operations against each roof) or speed of light
+--   (ncu's throughput percentages, where the report lacks the roofline's counters, the GPU's
+--   architecture is unknown, or tensor cores ran without the tensor operation counters).
+-- regime: memory or compute: the kind of its binding roof (roofline), or which of its memory
+--   throughput (DRAM or memory system) and compute throughput (SM or tensor pipes) is the larger
+--   share of its peak (speed of light); NULL without those metrics.
+-- roof_pct: how close the kernel comes to its roof, %: its binding roof's time at peak as a share
+--   of its duration (roofline), or the larger throughput percentage (speed of light). A kernel at
+--   80% or more is at its roof: occupancy and issue efficiency can no longer speed it up.
+-- bottleneck: memory-bound or compute-bound when its binding roof (roofline) or its busiest unit
+--   (speed of light: DRAM or memory throughput above SM, or SM) is at 60% of peak or more, or
+--   memory-bound when long-scoreboard stalls dominate with memory at 40% or more; else
+--   latency-bound (no unit near its peak: too little parallel work or long dependency chains).
 CREATE VIEW ncu_kernels AS
 WITH m AS (
     SELECT *,
@@ -77,14 +89,32 @@ WITH m AS (
            max(ratio) FILTER (WHERE reason <> 'selected' AND ratio > 0) AS top_stall_ratio,
            max(ratio) FILTER (WHERE reason = 'long_scoreboard') AS long_scoreboard_ratio
     FROM base_ncu_stalls GROUP BY action_id
+), r AS (
+    SELECT action_id,
+           arg_max(label, time_at_peak_ns) AS roof_label, arg_max(kind, time_at_peak_ns) AS roof_kind,
+           max(pct_of_peak) AS roofline_pct,
+           sum(amount) FILTER (WHERE kind = 'compute') AS ops,
+           arg_max(label, time_at_peak_ns) FILTER (WHERE kind = 'compute') AS compute_roof,
+           arg_max(peak_per_s, time_at_peak_ns) FILTER (WHERE kind = 'compute') AS peak_ops_per_s,
+           bool_or(roof LIKE 'tensor%') AS has_tensor_ops,
+           count(*) FILTER (WHERE peak_per_s IS NULL) = 0 AS complete
+    FROM ncu_roofline GROUP BY action_id
 ), k AS (
     SELECT a.*, m.* EXCLUDE (action_id), s.top_stall, s.top_stall_ratio, s.long_scoreboard_ratio,
+           r.* EXCLUDE (action_id, ops),
+           CASE WHEN m.add_mul_per_cycle IS NOT NULL THEN coalesce(r.ops, 0) END AS ops,
+           -- The roofline holds where the report counted operations, every roof the kernel used
+           -- has a peak, and its tensor work was counted (old reports show the tensor pipe busy
+           -- but have no tensor operation counters).
+           coalesce(m.add_mul_per_cycle IS NOT NULL AND r.complete AND (r.has_tensor_ops OR coalesce(greatest(m.tensor_cycles_pct, m.tensor_cycles_elapsed_pct,
+                    m.tensor_gmma_pct, m.tensor_hmma_pct), 0) < 5), false) AS on_roofline,
            a.duration_ns * 1e-9 * m.flop_per_cycle * m.smsp_hz AS flops,
            CASE WHEN m.dram_rw_bytes > 0 THEN m.dram_rw_bytes
                 ELSE m.dram_bytes_per_s * a.duration_ns * 1e-9 END AS dram_bytes,
            m.ffma_peak_per_cycle * 2 * m.sm_hz AS peak_fp32_flops_per_s,
-           m.dram_peak_bytes_per_cycle * m.dram_hz AS peak_dram_bytes_per_s
-    FROM base_ncu_actions a LEFT JOIN m USING (action_id) LEFT JOIN s USING (action_id)
+           m.dram_peak_bytes_per_cycle * m.dram_hz AS peak_dram_bytes_per_s,
+           m.sm_pct IS NOT NULL OR m.mem_pct IS NOT NULL OR m.dram_pct IS NOT NULL AS sol
+    FROM base_ncu_actions a LEFT JOIN m USING (action_id) LEFT JOIN s USING (action_id) LEFT JOIN r USING (action_id)
 )
 SELECT action_id, report_id, name,
        name || '<<<(' || grid_x || ',' || grid_y || ',' || grid_z || '),(' || block_x || ',' || block_y || ',' || block_z || ')>>>' AS launch,
@@ -101,24 +131,31 @@ SELECT action_id, report_id, name,
            WHEN occ_limit_warps THEN 'warps' WHEN occ_limit_blocks THEN 'blocks' END AS occupancy_limiter,
        waves_per_sm, issue_active, eligible_warps,
        tensor_pct, tensor_gmma_pct, tensor_hmma_pct,
-       flops, dram_bytes,
-       CASE WHEN dram_bytes > 0 THEN flops / dram_bytes END AS arithmetic_intensity,
-       peak_fp32_flops_per_s, peak_dram_bytes_per_s,
-       peak_fp32_flops_per_s / nullif(peak_dram_bytes_per_s, 0) AS ridge_flop_per_byte,
+       flops, ops, dram_bytes,
+       CASE WHEN dram_bytes > 0 THEN ops / dram_bytes END AS arithmetic_intensity,
+       compute_roof, peak_ops_per_s, peak_fp32_flops_per_s, peak_dram_bytes_per_s,
+       peak_ops_per_s / nullif(peak_dram_bytes_per_s, 0) AS ridge_flop_per_byte,
        spill_requests, local_sectors, global_ld_bytes_per_sector, global_st_bytes_per_sector,
        smem_bank_conflicts, smem_wavefronts, top_stall, top_stall_ratio, long_scoreboard_ratio,
-       CASE WHEN sm_pct IS NULL AND mem_pct IS NULL AND dram_pct IS NULL THEN NULL
+       CASE WHEN on_roofline THEN roof_label END AS roof,
+       CASE WHEN on_roofline THEN 'roofline'
+            WHEN sol THEN 'speed of light' END AS roof_basis,
+       CASE WHEN on_roofline THEN roof_kind
+            WHEN NOT sol THEN NULL
             WHEN greatest(coalesce(mem_pct, 0), coalesce(dram_pct, 0))
                  >= greatest(coalesce(sm_pct, 0), coalesce(tensor_pct, 0)) THEN 'memory'
             ELSE 'compute' END AS regime,
-       CASE WHEN sm_pct IS NULL AND mem_pct IS NULL AND dram_pct IS NULL THEN NULL
-            ELSE greatest(coalesce(mem_pct, 0), coalesce(dram_pct, 0), coalesce(sm_pct, 0), coalesce(tensor_pct, 0)) END AS roof_pct,
+       CASE WHEN on_roofline THEN roofline_pct
+            WHEN sol THEN greatest(coalesce(mem_pct, 0), coalesce(dram_pct, 0), coalesce(sm_pct, 0), coalesce(tensor_pct, 0)) END AS roof_pct,
        CASE
+           WHEN on_roofline AND roofline_pct >= 60 THEN roof_kind || '-bound'
+           WHEN on_roofline AND roof_kind = 'memory' AND top_stall = 'long_scoreboard' AND roofline_pct >= 40 THEN 'memory-bound'
+           WHEN on_roofline THEN 'latency-bound'
            WHEN greatest(mem_pct, dram_pct) >= 60 AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
            WHEN top_stall = 'long_scoreboard' AND greatest(mem_pct, dram_pct) >= 40
                 AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
            WHEN sm_pct >= 60 THEN 'compute-bound'
-           WHEN sm_pct IS NULL AND mem_pct IS NULL THEN NULL
+           WHEN NOT sol THEN NULL
            ELSE 'latency-bound'
        END AS bottleneck
 FROM k;
