@@ -22,7 +22,13 @@ def unpacked(tmp_path_factory):
     d = tmp_path_factory.mktemp("ncu")
     return {
         name: unxz(NCU / f"{name}.ncu-rep.xz", d)
-        for name in ("ncu_decode_b1_full", "ncu_decode_b512_full", "ncu_decode_b1_basic")
+        for name in (
+            "ncu_decode_b1_full",
+            "ncu_decode_b512_full",
+            "ncu_decode_b1_basic",
+            "ncu_prefill_flash",
+            "ncu_prefill_math",
+        )
     }
 
 
@@ -94,16 +100,25 @@ def independent_roofline(path, index: int) -> tuple[str, float]:
     dur = direct(path, index, "gpu__time_duration.sum") * 1e-9
     sm_hz = direct(path, index, "sm__cycles_elapsed.avg.per_second")
     sms = direct(path, index, "device__attribute_multiprocessor_count")
-    fp32 = sum(
-        (2 if op == "ffma" else 1)
-        * direct(path, index, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
-        for op in ("fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
-    ) * direct(path, index, "smsp__cycles_elapsed.avg.per_second") * dur
+    fp32 = (
+        sum(
+            (2 if op.endswith("fma") else 1)
+            * direct(path, index, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
+            for op in ("fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
+        )
+        * direct(path, index, "smsp__cycles_elapsed.avg.per_second")
+        * dur
+    )
+    dram_peak = direct(path, index, "dram__bytes.sum.peak_sustained") * direct(
+        path, index, "dram__cycles_elapsed.avg.per_second"
+    )
+    l2_peak = direct(path, index, "lts__t_sectors.avg.peak_sustained") * direct(
+        path, index, "lts__cycles_elapsed.sum.per_second"
+    )
     times = {
         "DRAM": (direct(path, index, "dram__bytes_read.sum") + direct(path, index, "dram__bytes_write.sum"))
-        / (direct(path, index, "dram__bytes.sum.peak_sustained") * direct(path, index, "dram__cycles_elapsed.avg.per_second")),
-        "L2": direct(path, index, "lts__t_sectors.sum")
-        / (direct(path, index, "lts__t_sectors.avg.peak_sustained") * direct(path, index, "lts__cycles_elapsed.sum.per_second")),
+        / dram_peak,
+        "L2": direct(path, index, "lts__t_sectors.sum") / l2_peak,
         "tensor BF16": direct(path, index, "sm__ops_path_tensor_src_bf16_dst_fp32.sum")
         / (HOPPER_PER_SM_CYCLE["bf16"] * sms * sm_hz),
         "FP32": fp32 / (HOPPER_PER_SM_CYCLE["fp32"] * sms * sm_hz),
@@ -118,7 +133,7 @@ def test_each_kernel_sits_on_the_roof_an_independent_pass_finds(unpacked):
     roof (compute-bound, not memory-bound: its shared-memory traffic made the old throughput
     test call it memory-bound) and decode attention by DRAM; at batch 1 the GEMV is a
     memory-bound kernel at about half of its DRAM roof with a grid that cannot fill the GPU."""
-    for name in ("ncu_decode_b512_full", "ncu_decode_b1_full"):
+    for name in ("ncu_decode_b512_full", "ncu_decode_b1_full", "ncu_prefill_flash", "ncu_prefill_math"):
         path = unpacked[name]
         for r in kernels_of([path]):
             roof, pct = independent_roofline(path, r["action_id"])
@@ -134,6 +149,32 @@ def test_each_kernel_sits_on_the_roof_an_independent_pass_finds(unpacked):
     gemv = next(r for r in kernels_of([unpacked["ncu_decode_b1_full"]]) if r["name"].startswith("nvjet"))
     assert gemv["roof"] == "DRAM" and 40 < gemv["roof_pct"] < 60 and gemv["waves_per_sm"] < 1
     assert gemv["arithmetic_intensity"] < gemv["ridge_flop_per_byte"] / 10
+
+
+def test_prefill_attention_on_the_roofline(unpacked):
+    """Prefill on both SDPA backends: FlashAttention 2's sm80 kernel sits right of the ridge far
+    below Hopper's BF16 tensor roof, next to projections near it; the math path's QK^T and PV
+    run on the FP32 roof with idle tensor cores, and its softmax is bound by SM pipes the
+    roofline does not count. The library kernel gets backend advice, not register advice."""
+    flash = kernels_of([unpacked["ncu_prefill_flash"]])
+    fa2 = next(r for r in flash if r["name"] == "flash_fwd_kernel")
+    assert fa2["roof"] == "tensor BF16" and fa2["regime"] == "compute" and 20 < fa2["roof_pct"] < 50
+    assert fa2["arithmetic_intensity"] > fa2["ridge_flop_per_byte"]
+    proj = [r for r in flash if r["name"].startswith("nvjet")]
+    assert len(proj) == 4 and all(r["roof"] == "tensor BF16" and r["bottleneck"] == "compute-bound" for r in proj)
+    assert all(r["roof_pct"] > 80 for r in proj)
+    math = kernels_of([unpacked["ncu_prefill_math"]])
+    gemms = [r for r in math if "xmma_gemm_f32f32" in r["name"]]
+    assert len(gemms) == 2 and all(r["roof"] == "FP32" and r["bottleneck"] == "compute-bound" for r in gemms)
+    softmax = next(r for r in math if r["name"] == "cunn_SoftMaxForwardReg")
+    assert softmax["regime"] == "memory" and softmax["roof_pct"] < 60 and softmax["sm_pct"] > 60
+    assert softmax["bottleneck"] == "compute-bound"
+
+    d = analyze([unpacked["ncu_prefill_flash"]])
+    advice = [f.recommendation for f in d.findings if "flash_fwd_kernel" in f.title]
+    assert advice and all("FlashAttention 3" in a and "launch_bounds" not in a for a in advice)
+    text = run_cli("analyze", str(unpacked["ncu_prefill_math"])).stdout
+    assert "compute-bound on SM pipes other than FLOPs (SM 76%)" in " ".join(text.split())
 
 
 def test_the_summary_places_each_kernel_on_its_roof():

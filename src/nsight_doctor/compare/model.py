@@ -79,7 +79,7 @@ class NcuRow:
     dram_pct: list[float | None] = child("per profile: DRAM throughput, % of peak")
     sm_pct: list[float | None] = child("per profile: SM throughput, % of peak")
     bottleneck: list[str | None] = child("per profile: memory-bound, compute-bound or latency-bound")
-    roof: list[str | None] = child("per profile: the roof that bounds it (DRAM, L2, FP32, tensor BF16, ...), None without the roofline's counters")
+    roof: list[str | None] = child("per profile: the roof that bounds it (DRAM, L2, FP32, tensor BF16, ...)")
     regime: list[str | None] = child("per profile: memory or compute, its side of the roofline")
     roof_pct: list[float | None] = child("per profile: how close it comes to that roof, %")
     stalls: list[dict[str, float]] = child(

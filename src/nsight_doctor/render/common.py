@@ -427,6 +427,11 @@ def bound_text(g: Any) -> str:
     text = g.bottleneck or "not measured"
     notes = []
     if g.roof and g.roof_pct is not None:
+        # Bound below every roof: by a unit the roofline does not count (see ncu_kernels.bottleneck).
+        if g.bottleneck == "compute-bound" and g.roof_pct < 60 and g.sm_pct is not None:
+            text += f" on SM pipes other than FLOPs (SM {pct(g.sm_pct)})"
+        elif g.bottleneck == "memory-bound" and g.roof_pct < 40 and g.mem_pct is not None:
+            text += f" on L1 or shared memory (memory {pct(g.mem_pct)})"
         text += f", at {g.roof_pct:.0f}% of its {g.roof} roof"
         if g.arithmetic_intensity:
             notes.append(f"{g.arithmetic_intensity:.3g} FLOP/byte")

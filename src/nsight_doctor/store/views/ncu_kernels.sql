@@ -72,8 +72,9 @@
 -- roof_pct: how close the kernel comes to its roof, %: its binding roof's time at peak as a share
 --   of its duration (roofline), or the larger throughput percentage (speed of light). A kernel at
 --   80% or more is at its roof: occupancy and issue efficiency can no longer speed it up.
--- bottleneck: memory-bound or compute-bound when its binding roof (roofline) or its busiest unit
---   (speed of light: DRAM or memory throughput above SM, or SM) is at 60% of peak or more, or
+-- bottleneck: memory-bound or compute-bound when its binding roof (roofline) is at 60% of its
+--   peak or more, else when its busiest unit (speed of light: DRAM or memory throughput, L1 and
+--   shared memory included, above SM; or SM throughput, pipes other than FLOPs included) is;
 --   memory-bound when long-scoreboard stalls dominate with memory at 40% or more; else
 --   latency-bound (no unit near its peak: too little parallel work or long dependency chains).
 CREATE VIEW ncu_kernels AS
@@ -150,7 +151,8 @@ SELECT action_id, report_id, name,
        CASE
            WHEN on_roofline AND roofline_pct >= 60 THEN roof_kind || '-bound'
            WHEN on_roofline AND roof_kind = 'memory' AND top_stall = 'long_scoreboard' AND roofline_pct >= 40 THEN 'memory-bound'
-           WHEN on_roofline THEN 'latency-bound'
+           -- Below every roof, a unit the roofline does not count can still be the limit: SM
+           -- pipes other than FLOPs (exp, integer, issue) or L1 and shared memory.
            WHEN greatest(mem_pct, dram_pct) >= 60 AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
            WHEN top_stall = 'long_scoreboard' AND greatest(mem_pct, dram_pct) >= 40
                 AND greatest(mem_pct, dram_pct) >= coalesce(sm_pct, 0) THEN 'memory-bound'
