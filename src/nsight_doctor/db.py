@@ -78,12 +78,36 @@ def plain(v: Any) -> Any:
         return str(v)
 
 
+def sql_value(v: Any) -> str | None:
+    """A value as a SQL literal, or None when it has none that is safe (NUL in text, NaN)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else None
+    if isinstance(v, str) and "\x00" not in v:
+        return literal(v)
+    return None
+
+
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
     """Inserts rows (tuples in the table's column order) in one statement: executemany costs a
-    statement per row."""
-    if rows:
-        values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
-        con.execute(f"INSERT INTO {quote(table)} VALUES {values}", [v for row in rows for v in row])
+    statement per row, and a statement of literals binds ten times faster than one of
+    parameters (the data tables of every store); other values go as parameters."""
+    if not rows:
+        return
+    literals = [sql_value(v) for row in rows for v in row]
+    if None not in literals:
+        width = len(rows[0])
+        texts = [str(x) for x in literals]
+        values = ", ".join("(" + ", ".join(texts[i : i + width]) + ")" for i in range(0, len(texts), width))
+        con.execute(f"INSERT INTO {quote(table)} VALUES {values}")
+        return
+    values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
+    con.execute(f"INSERT INTO {quote(table)} VALUES {values}", [v for row in rows for v in row])
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> list[dict[str, Any]]:

@@ -171,6 +171,9 @@ def gpu_metrics(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, MetricAve
 
 
 def ncu(con: duckdb.DuckDBPyConnection) -> Ncu | None:
+    # (the views plan a join with the timeline even over no reports: ask the base table first)
+    if not db.scalar(con, "SELECT EXISTS (SELECT 1 FROM base_ncu_actions)"):
+        return None
     row = db.one(con, f"SELECT * FROM {Ncu.VIEW}")
     if not row:
         return None
