@@ -2,7 +2,9 @@
 -- profile (store/advice.yaml; docs/advice.md lists it all). The framework's own text applies
 -- when the profile looks like a model loop (its steady state has steps); otherwise, and for an
 -- unknown framework, the generic text. The topics on how to capture (capture-*) follow the
--- profiler that made the inputs instead: nsys, nvprof or ncu.
+-- profiler that made the inputs instead: nsys, nvprof or ncu. A table, made once when the
+-- store is built: most rules read it, some several times, and the framework behind it costs
+-- a scan of the kernel names.
 --
 -- topic: cuda-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
 --   host-overhead, batch-more, attention-backend, static-kv-cache, pinned-memory, startup,
@@ -10,7 +12,7 @@
 -- framework: the framework (or, for capture-*, the profiler) whose text this is (generic when
 --   none applies).
 -- text: the advice.
-CREATE VIEW advice AS
+CREATE TABLE advice AS
 WITH f AS (
     -- (nvFuser runs under PyTorch: its text is PyTorch's)
     SELECT CASE WHEN (SELECT count(*) FROM steps) = 0 THEN 'generic' WHEN name = 'nvfuser' THEN 'pytorch' ELSE name END AS fw

@@ -3,13 +3,13 @@
 -- and the NVTX step ranges of an engine (3); kernel namespaces such as vllm:: or sgl_kernel
 -- (2), and nvFuser's generated kernels (CudaCodeGen::, 1); environment variable names such as
 -- VLLM_* or HF_* (1); PyTorch's own kernels (0). One row; name is unknown when nothing points
--- anywhere.
+-- anywhere. A table, made once when the store is built (advice and the summary read it).
 --
 -- name: vllm, sglang, tensorrt-llm, transformers, nvfuser, pytorch or unknown.
 -- version: the framework's version where the capture records it, else NULL.
 -- evidence: the signals that point to it, strongest first.
 -- command: the captured command line, when recorded.
-CREATE VIEW framework AS
+CREATE TABLE framework AS
 WITH cmd AS (
     SELECT command FROM recorded_processes ORDER BY process LIMIT 1
 ), env AS (

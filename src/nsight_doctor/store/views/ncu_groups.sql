@@ -3,7 +3,8 @@
 -- that kernel findings rank by the kernel's real share of GPU time. A group matches the
 -- timeline when the timeline ran a kernel of the same name and launch configuration on the
 -- same GPU model; a group that does not match is not weighted by timeline time it does not
--- have (its weight_ns and share_pct are NULL, and kernel findings leave it out).
+-- have (its weight_ns and share_pct are NULL, and kernel findings leave it out). A table, made
+-- once when the store is built (every kernel rule and the summary read it).
 --
 -- launch: name<<<(grid),(block)>>>.
 -- name: short kernel name.
@@ -56,7 +57,7 @@
 -- weight_ns: the kernel's time that findings scale their speedups by: nsys_total_ns, duration_ns
 --   x profiled without a timeline, else NULL.
 -- share_pct: weight_ns as % of all kernel and CUDA graph time in the timeline (or of all profiled time without one).
-CREATE VIEW ncu_groups AS
+CREATE TABLE ncu_groups AS
 WITH g AS (
     SELECT launch, any_value(name) AS name, any_value(family) AS family,
            min(action_id) AS first_action_id, count(*) AS profiled,

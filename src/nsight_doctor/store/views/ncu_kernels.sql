@@ -1,6 +1,7 @@
 -- ncu_kernels: one row per kernel profiled by Nsight Compute, with the metrics that explain
 -- its performance. A column is NULL when the report's section set, ncu version or GPU did not
--- collect it (e.g. stall reasons need --set full; cache hit rates --set detailed).
+-- collect it (e.g. stall reasons need --set full; cache hit rates --set detailed). A table, made
+-- once when the store is built: every kernel rule reads it through ncu_groups.
 --
 -- action_id: id of the profiled kernel in this store.
 -- report_id: which Nsight Compute report it came from (0 for the first).
@@ -77,7 +78,7 @@
 --   shared memory included, above SM; or SM throughput, pipes other than FLOPs included) is;
 --   memory-bound when long-scoreboard stalls dominate with memory at 40% or more; else
 --   latency-bound (no unit near its peak: too little parallel work or long dependency chains).
-CREATE VIEW ncu_kernels AS
+CREATE TABLE ncu_kernels AS
 WITH m AS (
     SELECT *,
            add_mul_per_cycle + 2 * coalesce(fma_per_cycle, 0) AS flop_per_cycle,
