@@ -551,9 +551,12 @@ class TimeLimit:
 
 def rank(findings: list[Finding]) -> list[Finding]:
     """Steady-state findings first, then start-up, then profile notes; within each, most
-    recoverable time first, severity breaking ties, then the rule id for stability. Findings
-    that claim the same kernels learn each other's rank (Finding.overlaps)."""
-    ranked = sorted(findings, key=lambda f: (scope_rank(f.scope), -f.impact_ns, -severity_rank(f.severity), f.rule_id))
+    recoverable time first, severity breaking ties, then the rule id and the title for
+    stability (a query's rows of equal impact come in no set order). Findings that claim the
+    same kernels learn each other's rank (Finding.overlaps)."""
+    ranked = sorted(
+        findings, key=lambda f: (scope_rank(f.scope), -f.impact_ns, -severity_rank(f.severity), f.rule_id, f.title)
+    )
     for i, f in enumerate(ranked):
         f.overlaps = [j + 1 for j, g in enumerate(ranked) if j != i and set(f.claims) & set(g.claims)]
     return ranked
