@@ -159,6 +159,7 @@ LLM_WORDS = [
     "SGLang",
     "TensorRT-LLM",
     "--enforce-eager",
+    "--quantization",
     "max-num-seqs",
     "safetensors",
     "device_map",

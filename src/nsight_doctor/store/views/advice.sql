@@ -7,8 +7,10 @@
 -- a scan of the kernel names.
 --
 -- topic: cuda-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
---   host-overhead, batch-more, attention-backend, static-kv-cache, pinned-memory, startup,
---   weight-upload, collectives, capture-longer, capture-trace-less or capture-no-gpu-work.
+--   host-overhead, batch-more, fewer-flops, attention-backend, static-kv-cache, pinned-memory,
+--   startup, weight-upload, collectives, capture-longer, capture-trace-less,
+--   capture-no-gpu-work, step-ranges, library-attention, library-gemm, library-nccl,
+--   library-compiled or library-pytorch (store/advice.yaml).
 -- framework: the framework (or, for capture-*, the profiler) whose text this is (generic when
 --   none applies).
 -- text: the advice.
