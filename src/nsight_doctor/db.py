@@ -95,19 +95,15 @@ def sql_value(v: Any) -> str | None:
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
     """Inserts rows (tuples in the table's column order) in one statement: executemany costs a
-    statement per row, and a statement of literals binds ten times faster than one of
-    parameters (the data tables of every store); other values go as parameters."""
+    statement per row. Values go in as literals, which bind ten times faster than parameters
+    (the data tables of every store); a value without a safe literal goes as a parameter."""
     if not rows:
         return
-    literals = [sql_value(v) for row in rows for v in row]
-    if None not in literals:
-        width = len(rows[0])
-        texts = [str(x) for x in literals]
-        values = ", ".join("(" + ", ".join(texts[i : i + width]) + ")" for i in range(0, len(texts), width))
-        con.execute(f"INSERT INTO {quote(table)} VALUES {values}")
-        return
-    values = ", ".join(["(" + ", ".join(["?"] * len(rows[0])) + ")"] * len(rows))
-    con.execute(f"INSERT INTO {quote(table)} VALUES {values}", [v for row in rows for v in row])
+    flat = [v for row in rows for v in row]
+    texts = [sql_value(v) or "?" for v in flat]
+    width = len(rows[0])
+    values = ", ".join("(" + ", ".join(texts[i : i + width]) + ")" for i in range(0, len(texts), width))
+    con.execute(f"INSERT INTO {quote(table)} VALUES {values}", [v for v, t in zip(flat, texts) if t == "?"])
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> list[dict[str, Any]]:

@@ -81,8 +81,6 @@
 CREATE TABLE ncu_kernels AS
 WITH m AS (
     SELECT *,
-           add_mul_per_cycle + 2 * coalesce(fma_per_cycle, 0) AS flop_per_cycle,
-           coalesce(dram_read_bytes, 0) + coalesce(dram_write_bytes, 0) AS dram_rw_bytes,
            greatest(tensor_cycles_pct, tensor_cycles_elapsed_pct, tensor_gmma_pct, tensor_hmma_pct) AS tensor_pct
     FROM base_ncu_kernel_metrics
 ), s AS (
@@ -108,15 +106,11 @@ WITH m AS (
            -- The roofline holds where the report counted operations, every roof the kernel used
            -- has a peak, and its tensor work was counted (old reports show the tensor pipe busy
            -- but have no tensor operation counters).
-           coalesce(m.add_mul_per_cycle IS NOT NULL AND r.complete AND (r.has_tensor_ops OR coalesce(greatest(m.tensor_cycles_pct, m.tensor_cycles_elapsed_pct,
-                    m.tensor_gmma_pct, m.tensor_hmma_pct), 0) < 5), false) AS on_roofline,
-           a.duration_ns * 1e-9 * m.flop_per_cycle * m.smsp_hz AS flops,
-           CASE WHEN m.dram_rw_bytes > 0 THEN m.dram_rw_bytes
-                ELSE m.dram_bytes_per_s * a.duration_ns * 1e-9 END AS dram_bytes,
-           m.ffma_peak_per_cycle * 2 * m.sm_hz AS peak_fp32_flops_per_s,
-           m.dram_peak_bytes_per_cycle * m.dram_hz AS peak_dram_bytes_per_s,
+           coalesce(m.add_mul_per_cycle IS NOT NULL AND r.complete AND (r.has_tensor_ops OR coalesce(m.tensor_pct, 0) < 5), false) AS on_roofline,
+           n.flops, n.dram_bytes, n.peak_fp32_flops_per_s, n.peak_dram_bytes_per_s,
            m.sm_pct IS NOT NULL OR m.mem_pct IS NOT NULL OR m.dram_pct IS NOT NULL AS sol
     FROM base_ncu_actions a LEFT JOIN m USING (action_id) LEFT JOIN s USING (action_id) LEFT JOIN r USING (action_id)
+    LEFT JOIN ncu_measures n USING (action_id)
 )
 SELECT action_id, report_id, name,
        name || '<<<(' || grid_x || ',' || grid_y || ',' || grid_z || '),(' || block_x || ',' || block_y || ',' || block_z || ')>>>' AS launch,

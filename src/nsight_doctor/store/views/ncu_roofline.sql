@@ -22,10 +22,8 @@ CREATE VIEW ncu_roofline AS
 WITH k AS (
     SELECT a.action_id, a.duration_ns, a.sm_count, a.device_name,
            CASE WHEN a.cc_major IS NOT NULL THEN a.cc_major || '.' || a.cc_minor END AS cc,
-           m.*  EXCLUDE (action_id),
-           -- thread instructions per cycle x SMSP cycles per second x duration = instructions
-           a.duration_ns * 1e-9 * m.smsp_hz AS smsp_cycles
-    FROM base_ncu_actions a JOIN base_ncu_kernel_metrics m USING (action_id)
+           m.*  EXCLUDE (action_id), n.* EXCLUDE (action_id)
+    FROM base_ncu_actions a JOIN base_ncu_kernel_metrics m USING (action_id) JOIN ncu_measures n USING (action_id)
 ), arch AS (
     -- A GPU's architecture: by compute capability, else by name.
     SELECT k.action_id, any_value(p.arch ORDER BY p.compute_capability = k.cc DESC) AS arch
@@ -35,20 +33,10 @@ WITH k AS (
 ), amounts AS (
     SELECT action_id, duration_ns, sm_count, sm_hz,
            unnest([
-               {'roof': 'dram', 'kind': 'memory',
-                'amount': CASE WHEN coalesce(dram_read_bytes, 0) + coalesce(dram_write_bytes, 0) > 0
-                               THEN coalesce(dram_read_bytes, 0) + coalesce(dram_write_bytes, 0)
-                               ELSE dram_bytes_per_s * duration_ns * 1e-9 END,
-                'ncu_peak': dram_peak_bytes_per_cycle * dram_hz},
-               {'roof': 'l2', 'kind': 'memory', 'amount': 32 * l2_sectors,
-                'ncu_peak': 32 * l2_peak_sectors_per_cycle * l2_slice_cycles_per_s},
-               {'roof': 'fp32', 'kind': 'compute',
-                'amount': smsp_cycles * (add_mul_per_cycle + 2 * coalesce(fma_per_cycle, 0)
-                                         - coalesce(fp64_add_mul_per_cycle, 0) - 2 * coalesce(fp64_fma_per_cycle, 0)),
-                'ncu_peak': 2 * ffma_peak_per_cycle * sm_hz},
-               {'roof': 'fp64', 'kind': 'compute',
-                'amount': smsp_cycles * (coalesce(fp64_add_mul_per_cycle, 0) + 2 * coalesce(fp64_fma_per_cycle, 0)),
-                'ncu_peak': NULL},
+               {'roof': 'dram', 'kind': 'memory', 'amount': dram_bytes, 'ncu_peak': peak_dram_bytes_per_s},
+               {'roof': 'l2', 'kind': 'memory', 'amount': l2_bytes, 'ncu_peak': peak_l2_bytes_per_s},
+               {'roof': 'fp32', 'kind': 'compute', 'amount': flops - fp64_flops, 'ncu_peak': peak_fp32_flops_per_s},
+               {'roof': 'fp64', 'kind': 'compute', 'amount': fp64_flops, 'ncu_peak': NULL},
                {'roof': 'tensor_fp16', 'kind': 'compute', 'amount': tensor_fp16_ops, 'ncu_peak': NULL},
                {'roof': 'tensor_bf16', 'kind': 'compute', 'amount': tensor_bf16_ops, 'ncu_peak': NULL},
                {'roof': 'tensor_tf32', 'kind': 'compute', 'amount': tensor_tf32_ops, 'ncu_peak': NULL},
