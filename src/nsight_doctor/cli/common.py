@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
 import sys
 import traceback
 
@@ -73,6 +74,9 @@ class DoctorGroup(click.Group):
                 err=True,
             )
             sys.exit(EXIT_ERROR)
+        # The job is done and its files are whole: a Ctrl-C now would only end the interpreter's
+        # shutdown by the signal (exit -2, not 0), so it is ignored from here on.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.exit(rv or 0)
 
 
