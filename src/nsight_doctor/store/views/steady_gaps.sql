@@ -6,7 +6,8 @@
 -- pageable-memcpy's; setup_ns steady-compile's when code was loaded; queued_ns no finding's
 -- (the GPU had work queued; communication-exposed measures the waits of collectives). A
 -- claimed gap (claimed_by) gives its sync, cpu and api parts to the claiming finding instead.
--- A table, as nine rules read it.
+-- A view: with 2 M gaps, a read costs tens of milliseconds, and a table (a copy of almost every
+-- gap) took 2.4 s to write.
 --
 -- device_id: CUDA device id.
 -- start: gap start, ns.
@@ -42,14 +43,14 @@
 --   waited in a synchronize call or a copy into pageable memory, on a GPU whose MoE layers pick
 --   their experts on the host: moe_layers.host_routed). Rules leave claimed parts to that
 --   finding even when it is not selected, so that no time is counted by two definitions.
-CREATE TABLE steady_gaps AS
+CREATE VIEW steady_gaps AS
 SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.blocking_name,
        g.blocking_reason, g.launch_ns, g.queued_ns, g.sync_ns, g.sync_copy_ns, g.cpu_ns, g.api_ns, g.alloc_ns,
        g.copy_ns, g.other_api_ns, g.setup_ns, g.module_ns, g.top_api, g.next_op, g.next_kind, g.pid, g.tid,
        g.readback_bytes, g.after_readback, g.step, p.name AS phase,
        CASE WHEN g.after_readback AND g.sync_ns + g.cpu_ns + g.api_ns > 0 THEN 'host-sampling'
             WHEN g.sync_ns > g.sync_copy_ns
-                 AND g.device_id IN (SELECT device_id FROM moe_layers WHERE host_routed) THEN 'moe-routing'
+                 AND g.device_id IN (SELECT device_id FROM moe_host_routed_t) THEN 'moe-routing'
        END AS claimed_by
 -- (A GPU has a few steady phases, which do not overlap (test_invariants), so a join on the
 -- GPU that tests each of them is several times faster than an ASOF join, which sorts every
