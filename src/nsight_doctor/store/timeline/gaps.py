@@ -33,10 +33,12 @@ LONG_GAP_NS = 100_000  # gaps this long get the CPU's CUDA time by kind and top_
 def launchers(calls: pl.DataFrame) -> pl.DataFrame:
     """The call that issued each operation, by process and correlation id: tid, launch_start,
     launch_end, launch_name_id (the first such call when several share the id)."""
+    # (is_first_distinct keeps the first row as unique(keep="first", maintain_order=True)
+    # does, in half its time on 4 M calls)
     return (
         calls.select("pid", "corr", "tid", launch_start="start", launch_end="end", launch_name_id="name_id")
         .filter(pl.col("corr").is_not_null())
-        .unique(["pid", "corr"], keep="first", maintain_order=True)
+        .filter(pl.struct("pid", "corr").is_first_distinct())
     )
 
 
