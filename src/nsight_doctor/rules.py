@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsight_doctor import yamlio
 from nsight_doctor.cachedir import cache_dir, code_digest, write_atomic
-from nsight_doctor.db import bind_sql, plain, scalar
+from nsight_doctor.db import bind_sql, execute, plain, scalar
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import (
     SCOPES,
@@ -264,7 +264,7 @@ def functions_called(path: Path, name: str, sql: str) -> tuple[set[str], set[str
     """The table functions a SELECT calls (FROM f(...)), and every function it calls, from
     DuckDB's parse tree."""
     try:
-        tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql(?)", [sql]))
+        tree = json.loads(scalar(parser_connection(), "SELECT json_serialize_sql($sql)", {"sql": sql}))
     except RecursionError:
         raise RuleError(f"{path}: {name} is nested too deeply to be checked") from None
     if tree.get("error"):
@@ -503,7 +503,7 @@ def run_query(
     params = params_for(sql, rule, extra)
     with TimeLimit(con, timeout) as limit:
         try:
-            cur = con.execute(statement, params)
+            cur = execute(con, statement, params)
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, map(plain, r))) for r in cur.fetchall()]
         except duckdb.Error as e:

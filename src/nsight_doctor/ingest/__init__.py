@@ -227,14 +227,13 @@ def bound_identifiers(con: duckdb.DuckDBPyConnection) -> None:
     shortened copy (the bare function name of a C++ name, clipped), so that views which join
     a name to each of millions of rows stay within memory; the original strings remain in
     base_strings, and the kernels' demangled_name_id still points at them."""
-    if not scalar(con, "SELECT count(*) FROM base_strings WHERE length(value) > ?", [MAX_IDENTIFIER]):
+    if not scalar(con, f"SELECT count(*) FROM base_strings WHERE length(value) > {MAX_IDENTIFIER}"):
         return  # the usual case: no long string at all, and no need to scan the calls
     long = con.execute(
-        """SELECT id, any_value(value) FROM base_strings
-           WHERE length(value) > ? AND id IN (SELECT short_name_id FROM base_kernels
+        f"""SELECT id, any_value(value) FROM base_strings
+           WHERE length(value) > {MAX_IDENTIFIER} AND id IN (SELECT short_name_id FROM base_kernels
                                               UNION ALL SELECT name_id FROM base_api_calls)
            GROUP BY id""",
-        [MAX_IDENTIFIER],
     ).fetchall()
     if not long:
         return
@@ -245,9 +244,9 @@ def bound_identifiers(con: duckdb.DuckDBPyConnection) -> None:
         if len(short) > MAX_IDENTIFIER:
             short = short[: MAX_IDENTIFIER - 1] + "…"
         mapping.append((old, next_id + n, short))
-    con.executemany("INSERT INTO base_strings VALUES (?, ?)", [(new, text) for _, new, text in mapping])
+    insert_rows(con, "base_strings", [(new, text) for _, new, text in mapping])
     con.execute("CREATE TEMP TABLE nd_short_names (old BIGINT, new BIGINT)")
-    con.executemany("INSERT INTO nd_short_names VALUES (?, ?)", [(old, new) for old, new, _ in mapping])
+    insert_rows(con, "nd_short_names", [(old, new) for old, new, _ in mapping])
     con.execute("UPDATE base_kernels SET short_name_id = m.new FROM nd_short_names m WHERE short_name_id = m.old")
     con.execute("UPDATE base_api_calls SET name_id = m.new FROM nd_short_names m WHERE name_id = m.old")
     con.execute("DROP TABLE nd_short_names")

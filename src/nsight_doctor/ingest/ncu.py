@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import literal, quote, scalar, table_exists
+from nsight_doctor.db import insert_rows, literal, quote, scalar, table_exists
 from nsight_doctor.errors import InputError, ResourceError
 from nsight_doctor.ingest.tables import column_map, contract
 
@@ -62,18 +62,17 @@ def derive_tables(con: duckdb.DuckDBPyConnection, first_action: int) -> tuple[in
     ]
     con.execute(
         f"INSERT INTO base_ncu_kernel_metrics SELECT action_id, {', '.join(exprs)} "
-        f"FROM base_ncu_metrics WHERE action_id >= ? AND {FINITE} GROUP BY action_id",
-        [first_action],
+        f"FROM base_ncu_metrics WHERE action_id >= {int(first_action)} AND {FINITE} GROUP BY action_id",
     )
     pattern = literal(spec["base_ncu_stalls"]["pattern"])
     con.execute(
         f"INSERT INTO base_ncu_stalls SELECT action_id, regexp_extract(metric, {pattern}, 1), value "
-        f"FROM base_ncu_metrics WHERE action_id >= ? AND regexp_matches(metric, {pattern}) AND {FINITE}",
-        [first_action],
+        f"FROM base_ncu_metrics WHERE action_id >= {int(first_action)} AND regexp_matches(metric, {pattern}) "
+        f"AND {FINITE}",
     )
     bad = con.execute(
-        "SELECT count(*), count(DISTINCT action_id) FROM base_ncu_metrics WHERE action_id >= ? AND NOT isfinite(value)",
-        [first_action],
+        "SELECT count(*), count(DISTINCT action_id) FROM base_ncu_metrics "
+        f"WHERE action_id >= {int(first_action)} AND NOT isfinite(value)"
     ).fetchone()
     return (bad[0], bad[1]) if bad else (0, 0)
 
@@ -110,10 +109,7 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
         meta = json.loads((out / "report.json").read_text())
         report_id = scalar(con, "SELECT coalesce(max(report_id) + 1, 0) FROM base_ncu_reports")
         offset = scalar(con, "SELECT coalesce(max(action_id) + 1, 0) FROM base_ncu_actions")
-        con.execute(
-            "INSERT INTO base_ncu_reports (report_id, path, ncu_version, actions) VALUES (?, ?, ?, ?)",
-            [report_id, str(path), meta.get("ncu_version"), meta.get("actions")],
-        )
+        insert_rows(con, "base_ncu_reports", [(report_id, str(path), meta.get("ncu_version"), meta.get("actions"))])
         for table, name in READER_FILES:
             cols = contract()[table].columns
             f = out / f"{name}.jsonl"

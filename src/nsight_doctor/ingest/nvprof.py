@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import scalar, text_expr
+from nsight_doctor.db import execute, insert_rows, scalar, text_expr
 from nsight_doctor.ingest import nsys_export
 from nsight_doctor.ingest.demangle import demangle, short_name
 from nsight_doctor.ingest.tables import contract, load_tables
@@ -73,7 +73,8 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
     # nvprof has no capture or process table: the contract's tables, filled here.
     for base in ("base_capture", "base_processes"):
         con.execute(contract()[base].ddl())
-    con.execute("INSERT INTO base_capture (duration) VALUES (?)", [None if t_end is None else int(t_end - (t0 or 0))])
+    duration = None if t_end is None else int(t_end - (t0 or 0))
+    execute(con, "INSERT INTO base_capture (duration) VALUES ($duration)", {"duration": duration})
     process_name = None
     if {"name", "objectKind"} <= src.tables.get("CUPTI_ACTIVITY_KIND_NAME", set()) and {
         "_id_",
@@ -85,7 +86,9 @@ def load_nvprof(con: duckdb.DuckDBPyConnection, path: Path, progress=None) -> di
             JOIN src.StringTable s ON s._id_ = n.name WHERE n.objectKind = 1 LIMIT 1""",
         )
     if t_end is not None:
-        con.execute("INSERT INTO base_processes (pid, name) VALUES (?, ?)", [int(pid), process_name])
+        execute(
+            con, "INSERT INTO base_processes (pid, name) VALUES ($pid, $name)", {"pid": int(pid), "name": process_name}
+        )
     for table, what in (
         ("CUPTI_ACTIVITY_KIND_METRIC", "per-kernel metrics (--metrics)"),
         ("CUPTI_ACTIVITY_KIND_EVENT", "per-kernel events (--events)"),
@@ -104,23 +107,21 @@ def add_api_names(con) -> None:
         (RUNTIME_NAME_BASE + int(r["cbid"]) if r["api"] == "runtime" else DRIVER_NAME_BASE + int(r["cbid"]), r["name"])
         for r in csv.DictReader(text.splitlines())
     ]
-    con.executemany("INSERT INTO base_strings VALUES (?, ?)", rows)
+    insert_rows(con, "base_strings", rows)
 
 
 def demangle_kernel_names(con) -> None:
     """nvprof stores kernel names mangled: give each kernel a demangled and a short name."""
     ids = con.execute("""SELECT DISTINCT k.short_name_id, s.value FROM base_kernels k
                          JOIN base_strings s ON s.id = k.short_name_id""").fetchall()
-    next_id = (
-        (con.execute("SELECT coalesce(max(id), 0) FROM base_strings WHERE id < ?", [RUNTIME_NAME_BASE]).fetchone()[0])
-        + 1
-    )
+    next_id = scalar(con, f"SELECT coalesce(max(id), 0) FROM base_strings WHERE id < {RUNTIME_NAME_BASE}") + 1
     for old_id, mangled in ids:
         full = demangle(mangled)
         short = short_name(full)
-        con.execute("INSERT INTO base_strings VALUES (?, ?), (?, ?)", [next_id, short, next_id + 1, full])
-        con.execute(
-            "UPDATE base_kernels SET short_name_id = ?, demangled_name_id = ? WHERE short_name_id = ?",
-            [next_id, next_id + 1, old_id],
+        insert_rows(con, "base_strings", [(next_id, short), (next_id + 1, full)])
+        execute(
+            con,
+            "UPDATE base_kernels SET short_name_id = $short, demangled_name_id = $full WHERE short_name_id = $old",
+            {"short": next_id, "full": next_id + 1, "old": old_id},
         )
         next_id += 2

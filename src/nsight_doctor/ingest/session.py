@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from nsight_doctor.db import literal
 from nsight_doctor.errors import InputError
 from nsight_doctor.ingest.detect import detect, sqlite_uri
 
@@ -65,7 +66,7 @@ def nsys_start(path: Path) -> int | None:
 
         dcon = duckdb.connect()
         try:
-            row = dcon.execute("SELECT min(utcEpochNs) FROM read_parquet(?)", [str(f)]).fetchone()
+            row = dcon.execute(f"SELECT min(utcEpochNs) FROM read_parquet({literal(str(f))})").fetchone()
         finally:
             dcon.close()
         return row[0] if row else None

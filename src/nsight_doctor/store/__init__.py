@@ -293,14 +293,11 @@ def build(
         if progress:
             progress("views")
         con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
-        for info in infos:
-            con.execute("INSERT INTO nsight_doctor_inputs VALUES (?)", [json.dumps(asdict(info))])
+        insert_rows(con, "nsight_doctor_inputs", [(json.dumps(asdict(info)),) for info in infos])
         create_views(con)
-        extra = dict(meta or {})
-        cols = "".join(f", ? AS {quote(k)}" for k in extra)
-        con.execute(
-            f"CREATE TABLE nsight_doctor_meta AS SELECT ? AS tool_version{cols}", [__version__, *extra.values()]
-        )
+        extra = {"tool_version": __version__, **(meta or {})}
+        con.execute(f"CREATE TABLE nsight_doctor_meta ({', '.join(f'{quote(k)} VARCHAR' for k in extra)})")
+        insert_rows(con, "nsight_doctor_meta", [tuple(extra.values())])
         if tmp is None:
             # Rules are data from users: they may read the store, nothing else.
             sandbox(con)

@@ -7,7 +7,6 @@ line per column, and is written with exactly those columns and types.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -18,11 +17,6 @@ import polars as pl
 from nsight_doctor import yamlio
 from nsight_doctor.db import quote
 from nsight_doctor.ingest.tables import Column, Table  # the same declared-table shape as the base tables
-
-# Where pyarrow is installed, DuckDB reads the frames through it (Acero), which warns on stderr
-# about each of Polars' buffers that is not 64-byte aligned; copying them aligned is silent and
-# safe. (Read once by Arrow; set before DuckDB loads pyarrow.)
-os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")
 
 
 @lru_cache(maxsize=1)
@@ -56,22 +50,15 @@ def read(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     return pl.DataFrame(con.sql(sql))
 
 
-class _Stream:
-    """A frame seen by DuckDB as an Arrow stream (DuckDB would otherwise ask pyarrow)."""
-
-    def __init__(self, df: pl.DataFrame):
-        self.df = df
-
-    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        return self.df.__arrow_c_stream__(requested_schema)
-
-
 def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
     """Creates table `name` from df with the columns and types tables.yaml declares (columns
     df lacks are NULL)."""
     table = tables()[name]
     view = f"_timeline_{name}"
-    con.register(view, _Stream(df))
+    # DuckDB gets the Arrow stream's capsule, not the frame: handed an object, it would import
+    # pandas and pyarrow to see whether it is one of theirs (a second on the GPU host), and
+    # read it through pyarrow.
+    con.from_arrow(df.__arrow_c_stream__()).create_view(view)
     try:
         cols = ", ".join(
             (f"CAST({quote(c.name)} AS {c.type})" if c.name in df.columns else f"NULL::{c.type}")
@@ -80,4 +67,4 @@ def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
         )
         con.execute(f"CREATE TABLE {quote(name)} AS SELECT {cols} FROM {view}")
     finally:
-        con.unregister(view)
+        con.execute(f"DROP VIEW {view}")
