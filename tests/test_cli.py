@@ -5,8 +5,11 @@ the input file."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -332,6 +335,28 @@ def test_nothing_but_the_report_when_pyarrow_is_installed():
     pytest.importorskip("pyarrow", reason="pyarrow is not installed: DuckDB does not go through Acero")
     r = run_cli("analyze", str(sample("decode_b1")), "-q", "--no-cache", "--format", "json")
     assert r.returncode == 0 and r.stderr == "", r.stderr[:500]
+
+
+def test_no_pandas_numpy_or_pyarrow_imported(tmp_path):
+    """Handed a Python value as a parameter, or a frame, DuckDB imports pandas, NumPy and
+    pyarrow where they are installed (a second of start-up on the GPU host). Stand-ins for
+    the three note each import and refuse it: an analysis of an export (through the timeline)
+    or of an Nsight Compute report makes none; one bound parameter does."""
+    fakes = tmp_path / "fakes"
+    for name in ("pandas", "numpy", "pyarrow"):
+        (fakes / name).mkdir(parents=True)
+        (fakes / name / "__init__.py").write_text(
+            f"import pathlib\npathlib.Path({str(tmp_path / 'imported')!r}).touch()\nraise ImportError('stand-in')\n"
+        )
+    env = {"PYTHONPATH": str(fakes)}
+    probe = "import duckdb; duckdb.connect().execute('SELECT ?', [1])"
+    subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env}, check=True)
+    assert (tmp_path / "imported").exists(), "the stand-ins are not seen: the test cannot fail"
+    (tmp_path / "imported").unlink()
+    for path in (sample("decode_b1"), SAMPLES / "ncu/ncu_decode_b1_basic.ncu-rep.xz"):
+        r = run_cli("analyze", str(path), "-q", "--no-cache", "--format", "json", env=env)
+        assert r.returncode == 0, r.stderr
+        assert not (tmp_path / "imported").exists(), f"{path.name}: DuckDB imported pandas, NumPy or pyarrow"
 
 
 @pytest.mark.slow
