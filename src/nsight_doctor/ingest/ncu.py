@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import insert_rows, literal, quote, scalar, table_exists
+from nsight_doctor.db import execute, literal, quote, scalar, table_exists
 from nsight_doctor.errors import InputError, ResourceError
 from nsight_doctor.ingest.tables import column_map, contract
 
@@ -109,7 +109,17 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
         meta = json.loads((out / "report.json").read_text())
         report_id = scalar(con, "SELECT coalesce(max(report_id) + 1, 0) FROM base_ncu_reports")
         offset = scalar(con, "SELECT coalesce(max(action_id) + 1, 0) FROM base_ncu_actions")
-        insert_rows(con, "base_ncu_reports", [(report_id, str(path), meta.get("ncu_version"), meta.get("actions"))])
+        execute(
+            con,
+            "INSERT INTO base_ncu_reports (report_id, path, ncu_version, actions) "
+            "VALUES ($report_id, $path, $ncu_version, $actions)",
+            {
+                "report_id": report_id,
+                "path": str(path),
+                "ncu_version": meta.get("ncu_version"),
+                "actions": meta.get("actions"),
+            },
+        )
         for table, name in READER_FILES:
             cols = contract()[table].columns
             f = out / f"{name}.jsonl"
