@@ -89,8 +89,9 @@ def by_state(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         after=pl.col("after").fill_null(FAR),
         before=pl.col("before").fill_null(FAR),
     )
-    f = c[w["first"]]
-    la = c[w["last"]]
+    # (each edge gathers only the columns it reads: a gather copies what it is given)
+    f = c.select("start", "end", "state", "gap_state", "before")[w["first"]]
+    la = c.select("start", "end", "state", "after_state", "after")[w["last"]]
     w0, w1 = w["w0"], w["w1"]
 
     def clip(a: pl.Series, z: pl.Series) -> pl.Series:
@@ -99,35 +100,37 @@ def by_state(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         return (hi - lo).clip(lower_bound=0)
 
     several = w["last"] > w["first"]
-    zero = pl.Series([0] * w.height, dtype=pl.Int64)
     # The edges: the stretch before the first call, the first call, the last call (when it is
     # another), and the stretch after the last.
     g_first = clip(f["start"] - f["before"], f["start"])
     c_first = clip(f["start"], f["end"])
     c_last = pl.select(pl.when(several).then(clip(la["start"], la["end"])).otherwise(0)).to_series()
     a_last = clip(la["end"], la["end"] + la["after"])
-    # The inside: calls first+1 .. last-1 whole, and the stretches before calls first+1 .. last.
-    first1 = w["first"] + 1
-    last1 = w["last"] + 1
+    # The inside: calls first+1 .. last-1 whole (only windows with such calls: few, where the
+    # GPU waits for launches), and the stretches before calls first+1 .. last.
+    inner = (w["last"] > w["first"] + 1).arg_true()
+    inner_lo, inner_hi = (w["first"] + 1).gather(inner), w["last"].gather(inner)
+    first1, last1 = w["first"] + 1, w["last"] + 1
+    dur = c["end"] - c["start"]
+    present = set(c["state"].unique().to_list())  # the calls' states; a stretch is gap_short or gap_long
+
+    def prefix(x: pl.Series) -> pl.Series:
+        return pl.concat([pl.Series([0], dtype=pl.Int64), x.cast(pl.Int64).cum_sum()])
+
+    def masked(cond: pl.Series, values: pl.Series) -> pl.Series:
+        return pl.select(pl.when(cond).then(values).otherwise(0)).to_series()
+
     cols = {}
     for name, k in STATE.items():
-        ns = zero
-        call_k = pl.select(pl.when(c["state"] == k).then(c["end"] - c["start"]).otherwise(0)).to_series()
-        gap_k = pl.select(pl.when(c["gap_state"] == k).then(c["gap"]).otherwise(0)).to_series()
-        if (call_k != 0).any() or (gap_k != 0).any():
-            pc = pl.concat([pl.Series([0], dtype=pl.Int64), call_k.cast(pl.Int64).cum_sum()])
-            pg = pl.concat([pl.Series([0], dtype=pl.Int64), gap_k.cast(pl.Int64).cum_sum()])
-            inner_calls = pl.select(pl.when(several).then(pc.gather(w["last"]) - pc.gather(first1)).otherwise(0))
-            ns = ns + inner_calls.to_series() + (pg.gather(last1) - pg.gather(first1))
-        ns = (
-            ns
-            + pl.select(
-                pl.when(f["gap_state"] == k).then(g_first).otherwise(0)
-                + pl.when(f["state"] == k).then(c_first).otherwise(0)
-                + pl.when(la["state"] == k).then(c_last).otherwise(0)
-                + pl.when(la["after_state"] == k).then(a_last).otherwise(0)
-            ).to_series()
-        )
+        ns = pl.zeros(w.height, pl.Int64, eager=True)
+        if k in present:
+            pc = prefix(masked(c["state"] == k, dur))
+            ns = ns.scatter(inner, pc.gather(inner_hi) - pc.gather(inner_lo))
+            ns = ns + masked(f["state"] == k, c_first) + masked(la["state"] == k, c_last)
+        if name in ("gap_short", "gap_long"):
+            pg = prefix(masked(c["gap_state"] == k, c["gap"]))
+            ns = ns + (pg.gather(last1) - pg.gather(first1))
+            ns = ns + masked(f["gap_state"] == k, g_first) + masked(la["after_state"] == k, a_last)
         cols[name] = ns
     inside = pl.DataFrame({"wid": w["wid"], **cols})
     return pl.concat([out, inside], how="vertical_relaxed")
