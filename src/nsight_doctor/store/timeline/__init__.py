@@ -48,7 +48,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     g = busy_mod.gaps(busy)
     busy = busy.select("device_id", "start", "end")  # what the steps and phases need of it
     g = busy_mod.readback_bytes(g, ops)
-    g = gaps_mod.next_ops(g, ops)
+    g = gaps_mod.next_ops(g, ops).drop("next_idx", "prev_corr", "prev_pid")
     ops = ops.drop("launch_start", "launch_end", "launch_name_id", "first_launch")
     g = gaps_mod.returned_blocking(g, blocking)
     # The gap's launching thread: the one that launched its next operation, else its GPU's main
@@ -91,9 +91,8 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     ops = attention_chains(con, ops, strings, st)
 
     # Each gap's parts, from the launching thread's state in it; then each step's.
-    g = g.with_columns(pid_id=pl.int_range(pl.len()), w0=pl.col("start"), w1=pl.col("end"))
-    cols = ["pid_id", "w0", "w1", "start", "end", "duration", "pid", "tpid", "ttid"]
-    parts = gaps_mod.split(g.select(*cols, "launch_start", "launch_end", "first_launch"), calls)
+    cols = ["start", "end", "duration", "pid", "tpid", "ttid", "launch_start", "launch_end", "first_launch"]
+    parts = gaps_mod.split(g.select(*cols, pid_id=pl.int_range(pl.len()), w0="start", w1="end"), calls)
     calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
     g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
     names = dict(zip(api_names["name_id"], api_names["name"]))
@@ -101,7 +100,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         top_api=pl.col("top_name_id").replace_strict(names, default=None, return_dtype=pl.String),
         launch_name=pl.col("launch_name_id").replace_strict(names, default=None, return_dtype=pl.String),
         step=step_of(g.select("device_id", "start", "end"), st),
-    )
+    ).drop("top_name_id", "launch_name_id")
     long_gap = pl.col("duration") >= gaps_mod.LONG_GAP_NS
     g = g.with_columns(
         cause=gaps_mod.cause(),
@@ -315,14 +314,15 @@ def labels(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
     kernel_keys = keys.filter(pl.col("anchor") != "graph launch")["anchor"].unique().to_list()
     found = pl.DataFrame(schema={"device_id": pl.Int32, "anchor": pl.String, "marker": pl.String})
     if kernel_keys:
-        wanted = ", ".join("'" + k + "'" for k in kernel_keys)
+        # (compared as numbers: the hash of every kernel in words cost half a second at 2 M)
+        wanted = ", ".join(f"{int(k)}::UBIGINT" for k in kernel_keys)
         found = read(
             con,
             f"""
-            SELECT k.device_id, k.key AS anchor,
+            SELECT k.device_id, k.key::VARCHAR AS anchor,
                    any_value(coalesce(s.value, '?') || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z
                              || '),(' || k.block_x || ',' || k.block_y || ',' || k.block_z || ')>>>') AS marker
-            FROM (SELECT *, hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z)::VARCHAR AS key
+            FROM (SELECT *, hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS key
                   FROM base_kernels) k
             LEFT JOIN base_strings s ON s.id = k.short_name_id
             WHERE k.key IN ({wanted})

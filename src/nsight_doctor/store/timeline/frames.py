@@ -55,6 +55,8 @@ def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
     df lacks are NULL)."""
     table = tables()[name]
     view = f"_timeline_{name}"
+    # Only the declared columns cross over: a stream's columns are all converted, read or not.
+    df = df.select(c.name for c in table.columns if c.name in df.columns)
     # DuckDB gets the Arrow stream's capsule, not the frame: handed an object, it would import
     # pandas and pyarrow to see whether it is one of theirs (a second on the GPU host), and
     # read it through pyarrow.
