@@ -98,3 +98,22 @@ def test_busy_intervals_name_their_first_operation_as_gpu_ops_does(name, first_k
     assert unmatched == 0
     assert ops[0] == ops[1]
     assert first_kinds <= set(kinds), kinds
+
+
+def test_the_timeline_writer_raises_a_failed_write_and_an_error_of_the_pass():
+    import polars as pl
+
+    from nsight_doctor.store.timeline.frames import Writer
+
+    con = duckdb.connect()
+    steps = pl.DataFrame({"device_id": [0], "step": [1], "start": [0], "end": [10]})
+    # A failed write (here: a table tables.yaml does not declare) is raised when the block ends.
+    with pytest.raises(KeyError), Writer(con) as out:
+        out.write("steps", steps)
+        out.write("not_a_timeline_table", steps)
+    assert con.execute("SELECT step, duration, busy_ns FROM steps").fetchall() == [(1, None, None)]
+    # An error in the pass itself comes through, after the write under way.
+    with pytest.raises(ZeroDivisionError), Writer(con) as out:
+        out.write("phases", pl.DataFrame({"device_id": [0]}))
+        _ = 1 / 0
+    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE starts_with(view_name, '_timeline')").fetchone() == (0,)

@@ -20,13 +20,20 @@ from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
-from nsight_doctor.store.timeline.frames import inputs, read, tables, write
+from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
 from nsight_doctor.store.timeline.load import KERNEL, MEMCPY, flatten, load_blocking, load_calls, load_ops
 
 __all__ = ["build", "inputs", "tables"]
 
 
 def build(con: duckdb.DuckDBPyConnection) -> None:
+    """Reads the inputs through con and writes the tables, through a writer thread."""
+    with Writer(con) as out:
+        run(con, out)
+
+
+def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
+    """The pass: each table is handed to the writer as soon as it is whole."""
     ops = load_ops(con)
     strings = read(con, "SELECT id, value FROM base_strings")
     calls = flatten(load_calls(con))
@@ -43,7 +50,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
 
     busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
-    write(con, "gpu_busy", busy)
+    out.write("gpu_busy", busy)
 
     g = busy_mod.gaps(busy)
     busy = busy.select("device_id", "start", "end")  # what the steps and phases need of it
@@ -88,7 +95,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     )
     st, sources = choose_steps(con, seq, nv, kernel_ns, trips, strings)
     del seq
-    ops = attention_chains(con, ops, strings, st)
+    ops = attention_chains(out, ops, strings, st)
 
     # Each gap's parts, from the launching thread's state in it; then each step's.
     cols = ["start", "end", "duration", "pid", "tpid", "ttid", "launch_start", "launch_end", "first_launch"]
@@ -118,15 +125,15 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         .when((pl.col("cause") == "queued") & (pl.col("duration") < gaps_mod.LATENCY_NS))
         .then(pl.lit("gpu"))
     )
-    write(con, "gpu_gaps", g)  # (readers order it: DuckDB keeps no insertion order here)
+    out.write("gpu_gaps", g)  # (readers order it: DuckDB keeps no insertion order here)
     # What the steps, phases and the code in the gaps still need of the gaps.
     g = g.select(
         "device_id", "start", "end", "duration", "cause", "step", "tpid", "ttid", *[f"{p}_ns" for p in gaps_mod.PARTS]
     )
 
     st = step_parts(st, g, busy, ops, blocking)
-    write(con, "steps", st)
-    write(con, "step_sources", sources)
+    out.write("steps", st)
+    out.write("step_sources", sources)
 
     chosen = sources.filter("chosen")
     token = set(chosen.filter(pl.col("marks").fill_null("").str.contains("embedding|sampling"))["device_id"].to_list())
@@ -140,7 +147,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
         llm,
         batching=framework[0] in phases_mod.BATCHING_ENGINES,
     )
-    write(con, "phases", ph)
+    out.write("phases", ph)
 
     steady = ph.filter("steady").select("device_id", p0="start", p1="end")
     sg = g.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
@@ -151,8 +158,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     # The step ranges themselves name no code: every gap of a step lies in one.
     step_marks = st.filter(pl.col("source") == "nvtx")["marker"].unique().implode()
     nvr = nvr.filter(~pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#").is_in(step_marks))
-    write(
-        con,
+    out.write(
         "idle_code",
         code_mod.idle_code(
             sg.select("device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"),
@@ -167,16 +173,14 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def attention_chains(
-    con: duckdb.DuckDBPyConnection, ops: pl.DataFrame, strings: pl.DataFrame, steps: pl.DataFrame
-) -> pl.DataFrame:
+def attention_chains(out: Writer, ops: pl.DataFrame, strings: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Writes attention_chains and attention_kernels; returns ops with the chains' kernels in
     category attention-unfused (the phases see attention)."""
     found = attention_mod.per_layer(attention_mod.chains(ops, strings), steps)
     member = attention_mod.members(ops, found)
-    write(con, "attention_chains", attention_mod.table(ops, found, member, strings))
+    out.write("attention_chains", attention_mod.table(ops, found, member, strings))
     keyed = ops.select("device_id", "idx", "stream_id", "start").join(member, on=["device_id", "idx"])
-    write(con, "attention_kernels", keyed.select("device_id", "stream_id", "start", "chain"))
+    out.write("attention_kernels", keyed.select("device_id", "stream_id", "start", "chain"))
     if member.height == 0:
         return ops
     flag = member.select("device_id", "idx", in_chain=pl.lit(True))

@@ -7,6 +7,7 @@ line per column, and is written with exactly those columns and types.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -15,7 +16,7 @@ import duckdb
 import polars as pl
 
 from nsight_doctor import yamlio
-from nsight_doctor.db import quote
+from nsight_doctor.db import quiet, quote
 from nsight_doctor.ingest.tables import Column, Table  # the same declared-table shape as the base tables
 
 
@@ -70,3 +71,33 @@ def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
         con.execute(f"CREATE TABLE {quote(name)} AS SELECT {cols} FROM {view}")
     finally:
         con.execute(f"DROP VIEW {view}")
+
+
+class Writer:
+    """Writes the timeline's tables in a thread of its own, in the order given, while the pass
+    goes on (DuckDB and Polars both release the interpreter while they work): at 2 M kernels,
+    writing gpu_busy and gpu_gaps into a store in a file takes 4 to 7 s on 2 cores. The thread
+    writes through a cursor of the store's connection (a connection of its own to the same
+    database). Leaving the `with` block waits for every write and raises the first error; on
+    an error in the pass, the writes not begun are dropped."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.cursor = con.cursor()
+        quiet(self.cursor)
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="timeline-writer")
+        self.pending: list[Future] = []
+
+    def write(self, name: str, df: pl.DataFrame) -> None:
+        self.pending.append(self.pool.submit(write, self.cursor, name, df))
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=kind is not None)
+        try:
+            if kind is None:
+                for f in self.pending:
+                    f.result()
+        finally:
+            self.cursor.close()
