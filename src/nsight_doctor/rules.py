@@ -419,9 +419,9 @@ def evaluate(
     """The rules' findings, graded (window_ns: the time an impact is a share of where the rule
     gives none) and ranked, and the rules skipped for want of data; each query of a rule may
     take ``timeout`` seconds, within the store's memory limit."""
-    findings: list[Finding] = []
     skipped: list[Skipped] = []
     has_rows: dict[str, bool] = {}
+    runnable = []
     for rule in rules:
         missing = []
         for view in rule.requires:
@@ -431,9 +431,64 @@ def evaluate(
                 missing.append(view)
         if missing:
             skipped.append(Skipped(rule.id, f"no rows in {', '.join(missing)}"))
-            continue
-        findings.extend(grade(f, rule.severity, window_ns) for f in evaluate_rule(con, rule, timeout))
+        else:
+            # (checked here, in this thread: the parser's connection is shared)
+            runnable.append((rule, statements_of(rule)))
+    results = run_parallel(con, runnable, timeout)
+    findings = [grade(f, rule.severity, window_ns) for (rule, _), found in zip(runnable, results) for f in found]
     return rank(findings), skipped
+
+
+# Rules run this many at a time, each through a cursor of its own (a connection to the same
+# store): most of their queries are small, and one at a time leaves cores idle while DuckDB
+# plans and Python reads rows. On 2 cores the 7.5 MB sample's analysis took 2.65-2.81 s with
+# one, 2.07-2.32 s with 2 and 1.97-2.35 s with 4; at 2 M kernels 4 stayed within the default
+# memory limit.
+RULE_WORKERS = 4
+
+
+def run_parallel(
+    con: duckdb.DuckDBPyConnection, runnable: list[tuple[Rule, dict]], timeout: float | None
+) -> list[list[Finding]]:
+    """evaluate_rule for each (rule, statements), RULE_WORKERS at a time: the results in the
+    rules' order. The first error in that order (or Ctrl-C) interrupts the queries under way,
+    and is raised once they have stopped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = threading.local()
+    cursors: list[duckdb.DuckDBPyConnection] = []
+    lock = threading.Lock()
+
+    def one(rule: Rule, statements: dict) -> list[Finding]:
+        if not hasattr(local, "cursor"):
+            local.cursor = con.cursor()
+            with lock:
+                cursors.append(local.cursor)
+        return evaluate_rule(local.cursor, rule, timeout, statements)
+
+    try:
+        with ThreadPoolExecutor(max_workers=RULE_WORKERS, thread_name_prefix="rules") as pool:
+            futures = [pool.submit(one, rule, statements) for rule, statements in runnable]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                with lock:
+                    for c in cursors:
+                        c.interrupt()
+                raise
+    finally:
+        for c in cursors:
+            c.close()
+
+
+def statements_of(rule: Rule) -> dict[str, duckdb.Statement]:
+    """The rule's query and detail queries as the statements that run (check_select)."""
+    return {
+        name: check_select(rule.path or Path(rule.id), name, sql)
+        for name, sql in [("query", rule.query), *rule.details.items()]
+    }
 
 
 def grade(f: Finding, ceiling: str, window_ns: int | None) -> Finding:
@@ -445,11 +500,15 @@ def grade(f: Finding, ceiling: str, window_ns: int | None) -> Finding:
     return f
 
 
-def evaluate_rule(con: duckdb.DuckDBPyConnection, rule: Rule, timeout: float | None = DEFAULT_TIMEOUT) -> list[Finding]:
-    statements = {
-        name: check_select(rule.path or Path(rule.id), name, sql)
-        for name, sql in [("query", rule.query), *rule.details.items()]
-    }
+def evaluate_rule(
+    con: duckdb.DuckDBPyConnection,
+    rule: Rule,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    statements: dict[str, duckdb.Statement] | None = None,
+) -> list[Finding]:
+    """The rule's findings on the store behind con (statements: statements_of(rule), when
+    already checked)."""
+    statements = statements or statements_of(rule)
     rows = run_query(con, rule, "query", rule.query, statements["query"], timeout=timeout)
     query = bind_sql(rule.query, params_for(rule.query, rule))
     out = []
