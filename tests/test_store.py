@@ -116,4 +116,5 @@ def test_the_timeline_writer_raises_a_failed_write_and_an_error_of_the_pass():
     with pytest.raises(ZeroDivisionError), Writer(con) as out:
         out.write("phases", pl.DataFrame({"device_id": [0]}))
         _ = 1 / 0
-    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE starts_with(view_name, '_timeline')").fetchone() == (0,)
+    views = "SELECT count(*) FROM duckdb_views() WHERE starts_with(view_name, '_timeline')"
+    assert con.execute(views).fetchone() == (0,)
