@@ -33,7 +33,9 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
-    """The pass: each table is handed to the writer as soon as it is whole."""
+    """The pass: each table is handed to the writer as soon as it is whole. What it reads of
+    the store it reads before the first write, or through the writer (Writer.read): a read of
+    this thread's own while the writer's thread writes could wait on it forever."""
     ops = load_ops(con)
     strings = read(con, "SELECT id, value FROM base_strings")
     calls = flatten(load_calls(con))
@@ -48,6 +50,24 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     blocking = load_blocking(con)
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
+    nv = read(
+        con,
+        """
+        SELECT g.device_id, r.range_id, r.depth, r.text, g.gpu_start, g.gpu_end, g.gpu_time
+        FROM nvtx_ranges_t r JOIN nvtx_gpu_t g USING (range_id)
+        WHERE g.gpu_ops > 0 AND NOT r.library
+        """,
+    )
+    nvr = read(
+        con,
+        'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text FROM nvtx_ranges_t WHERE NOT library',
+    )
+    samples = [
+        read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples"),
+        read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames"),
+        read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples"),
+        read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames"),
+    ]
 
     busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
     out.write("gpu_busy", busy)
@@ -80,20 +100,12 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         ],
         how="vertical_relaxed",
     ).filter(pl.col("device_id").is_not_null())
-    nv = read(
-        con,
-        """
-        SELECT g.device_id, r.range_id, r.depth, r.text, g.gpu_start, g.gpu_end, g.gpu_time
-        FROM nvtx_ranges_t r JOIN nvtx_gpu_t g USING (range_id)
-        WHERE g.gpu_ops > 0 AND NOT r.library
-        """,
-    )
     kernel_ns = (
         ops.filter(pl.col("kind").is_in([0, 1]))
         .group_by("device_id")
         .agg(kernel_ns=(pl.col("end") - pl.col("start")).sum())
     )
-    st, sources = choose_steps(con, seq, nv, kernel_ns, trips, strings)
+    st, sources = choose_steps(out, seq, nv, kernel_ns, trips, strings)
     del seq
     ops = attention_chains(out, ops, strings, st)
 
@@ -151,10 +163,6 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
 
     steady = ph.filter("steady").select("device_id", p0="start", p1="end")
     sg = g.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
-    nvr = read(
-        con,
-        'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text FROM nvtx_ranges_t WHERE NOT library',
-    )
     # The step ranges themselves name no code: every gap of a step lies in one.
     step_marks = st.filter(pl.col("source") == "nvtx")["marker"].unique().implode()
     nvr = nvr.filter(~pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#").is_in(step_marks))
@@ -163,10 +171,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         code_mod.idle_code(
             sg.select("device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"),
             calls,
-            read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples"),
-            read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames"),
-            read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples"),
-            read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames"),
+            *samples,
             nvr,
             strings,
         ),
@@ -194,7 +199,7 @@ def attention_chains(out: Writer, ops: pl.DataFrame, strings: pl.DataFrame, step
 
 
 def choose_steps(
-    con: duckdb.DuckDBPyConnection,
+    out: Writer,
     seq: pl.DataFrame,
     nv: pl.DataFrame,
     kernel_ns: pl.DataFrame,
@@ -214,7 +219,7 @@ def choose_steps(
     )
     pick, agreement = agree(pick, lv, st, seq)
 
-    names = labels(con, lv.select("device_id", "anchor").unique())
+    names = labels(out, lv.select("device_id", "anchor").unique())
     pick = pick.join(names, on=["device_id", "anchor"], how="left")
     anchor = steps_mod.boundaries(seq, occ, pick, trips)
     anchor = anchor.join(
@@ -312,7 +317,7 @@ def job_groups(seq: pl.DataFrame) -> list[list[int]]:
     return list(groups.values())
 
 
-def labels(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
+def labels(out: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     """marker for each (device_id, anchor): the kernel's name with its launch dimensions, or
     'graph launch'."""
     kernel_keys = keys.filter(pl.col("anchor") != "graph launch")["anchor"].unique().to_list()
@@ -320,8 +325,7 @@ def labels(con: duckdb.DuckDBPyConnection, keys: pl.DataFrame) -> pl.DataFrame:
     if kernel_keys:
         # (compared as numbers: the hash of every kernel in words cost half a second at 2 M)
         wanted = ", ".join(f"{int(k)}::UBIGINT" for k in kernel_keys)
-        found = read(
-            con,
+        found = out.read(
             f"""
             SELECT k.device_id, k.key::VARCHAR AS anchor,
                    any_value(coalesce(s.value, '?') || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z

@@ -90,6 +90,13 @@ class Writer:
     def write(self, name: str, df: pl.DataFrame) -> None:
         self.pending.append(self.pool.submit(write, self.cursor, name, df))
 
+    def read(self, sql: str) -> pl.DataFrame:
+        """A query's result, read in the writer's thread once the writes before it are done.
+        (Read in another thread while the writer writes, a query may wait forever: the
+        writer's scan of the frame takes the interpreter's lock inside DuckDB, and the reading
+        thread holds that lock while DuckDB runs its query.)"""
+        return self.pool.submit(read, self.cursor, sql).result()
+
     def __enter__(self) -> Writer:
         return self
 
