@@ -62,12 +62,10 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         con,
         'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text FROM nvtx_ranges_t WHERE NOT library',
     )
-    samples = [
-        read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples"),
-        read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames"),
-        read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples"),
-        read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames"),
-    ]
+    py_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples")
+    py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
+    cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")
+    cpu_frames = read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames")
 
     busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
     out.write("gpu_busy", busy)
@@ -171,7 +169,10 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         code_mod.idle_code(
             sg.select("device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"),
             calls,
-            *samples,
+            py_samples,
+            py_frames,
+            cpu_samples,
+            cpu_frames,
             nvr,
             strings,
         ),
@@ -317,7 +318,7 @@ def job_groups(seq: pl.DataFrame) -> list[list[int]]:
     return list(groups.values())
 
 
-def labels(out: Writer, keys: pl.DataFrame) -> pl.DataFrame:
+def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     """marker for each (device_id, anchor): the kernel's name with its launch dimensions, or
     'graph launch'."""
     kernel_keys = keys.filter(pl.col("anchor") != "graph launch")["anchor"].unique().to_list()
@@ -325,7 +326,7 @@ def labels(out: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     if kernel_keys:
         # (compared as numbers: the hash of every kernel in words cost half a second at 2 M)
         wanted = ", ".join(f"{int(k)}::UBIGINT" for k in kernel_keys)
-        found = out.read(
+        found = writer.read(
             f"""
             SELECT k.device_id, k.key::VARCHAR AS anchor,
                    any_value(coalesce(s.value, '?') || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z
