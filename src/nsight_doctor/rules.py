@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from nsight_doctor import yamlio
 from nsight_doctor.cachedir import cache_dir, code_digest, write_atomic
-from nsight_doctor.db import bind_sql, execute, plain, scalar
+from nsight_doctor.db import bind_sql, execute, in_parallel, plain, scalar
 from nsight_doctor.errors import RuleError
 from nsight_doctor.model import (
     SCOPES,
@@ -434,7 +434,7 @@ def evaluate(
         else:
             # (checked here, in this thread: the parser's connection is shared)
             runnable.append((rule, statements_of(rule)))
-    results = run_parallel(con, runnable, timeout)
+    results = in_parallel(con, runnable, lambda cur, job: evaluate_rule(cur, job[0], timeout, job[1]), RULE_WORKERS)
     findings = [grade(f, rule.severity, window_ns) for (rule, _), found in zip(runnable, results) for f in found]
     return rank(findings), skipped
 
@@ -445,42 +445,6 @@ def evaluate(
 # one, 2.07-2.32 s with 2 and 1.97-2.35 s with 4; at 2 M kernels 4 stayed within the default
 # memory limit.
 RULE_WORKERS = 4
-
-
-def run_parallel(
-    con: duckdb.DuckDBPyConnection, runnable: list[tuple[Rule, dict]], timeout: float | None
-) -> list[list[Finding]]:
-    """evaluate_rule for each (rule, statements), RULE_WORKERS at a time: the results in the
-    rules' order. The first error in that order (or Ctrl-C) interrupts the queries under way,
-    and is raised once they have stopped."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    local = threading.local()
-    cursors: list[duckdb.DuckDBPyConnection] = []
-    lock = threading.Lock()
-
-    def one(rule: Rule, statements: dict) -> list[Finding]:
-        if not hasattr(local, "cursor"):
-            local.cursor = con.cursor()
-            with lock:
-                cursors.append(local.cursor)
-        return evaluate_rule(local.cursor, rule, timeout, statements)
-
-    try:
-        with ThreadPoolExecutor(max_workers=RULE_WORKERS, thread_name_prefix="rules") as pool:
-            futures = [pool.submit(one, rule, statements) for rule, statements in runnable]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                with lock:
-                    for c in cursors:
-                        c.interrupt()
-                raise
-    finally:
-        for c in cursors:
-            c.close()
 
 
 def statements_of(rule: Rule) -> dict[str, duckdb.Statement]:

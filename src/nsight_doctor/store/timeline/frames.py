@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 
 from nsight_doctor import yamlio
-from nsight_doctor.db import quiet, quote
+from nsight_doctor.db import quiet, quote, scalar
 from nsight_doctor.ingest.tables import Column, Table  # the same declared-table shape as the base tables
 
 
@@ -83,7 +83,9 @@ class Writer:
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.cursor = con.cursor()
-        quiet(self.cursor)
+        # (a store being sandboxed for rule tests is locked, and its builder never quiet)
+        if not scalar(self.cursor, "SELECT current_setting('lock_configuration')"):
+            quiet(self.cursor)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="timeline-writer")
         self.pending: list[Future] = []
 
