@@ -236,6 +236,100 @@ def test_gap_parts_match_the_oracle(name):
         assert oracle.totals(gaps, part) == idle.get(part, (0, 0)), part
 
 
+def timeline_tables(path) -> dict[str, list[tuple]]:
+    """Every table the timeline writes, its rows in order of all columns."""
+    from nsight_doctor.store.timeline import tables
+
+    built = store.build([path])
+    try:
+        con = built.connect()
+        return {t: con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall() for t in tables()}
+    finally:
+        built.close()
+
+
+@pytest.mark.parametrize("name", ["stream_python", "tp2_exposed"])
+def test_gaps_made_in_chunks_are_the_gaps_made_at_once(name, tmp_path, monkeypatch):
+    """Gaps are made a chunk of busy intervals at a time, each chunk reading only the calls
+    of its time span: in chunks of 97 (a gap on each boundary, a GPU changing inside a chunk,
+    steps spanning chunks) every table is as made in one chunk."""
+    import nsight_doctor.store.timeline as timeline
+
+    src = export_of(name)
+    path = unxz(src, tmp_path) if src.name.endswith(".xz") else src
+    whole = timeline_tables(path)
+    assert len(whole["gpu_gaps"]) > 3 * 97
+    assert len(whole["gpu_gaps"]) < timeline.GAP_CHUNK
+    monkeypatch.setattr(timeline, "GAP_CHUNK", 97)
+    chunked = timeline_tables(path)
+    for table, rows in whole.items():
+        assert chunked[table] == rows, table
+
+
+def test_the_calls_around_a_span_give_its_windows_what_all_calls_give():
+    """A chunk's windows read only the calls around its span: from the first call ending
+    after it begins to the first beginning after it ends. A window between two calls of its
+    thread, the next one after the span, is still in a short stretch between them (launch
+    overhead), not code outside CUDA."""
+    import polars as pl
+
+    from nsight_doctor.store.timeline import threads
+    from nsight_doctor.store.timeline.load import STATE, flatten
+
+    calls = flatten(
+        pl.DataFrame(
+            {
+                "pid": [1, 1, 1, 1, 2],
+                "tid": [1, 1, 1, 1, 2],
+                "start": [0, 50, 70, 500_000, 0],
+                "end": [10, 60, 80, 500_010, 1_000_000],
+                "corr": [1, 2, 3, 4, 5],
+                "name_id": [1, 1, 1, 1, 2],
+                "state": [STATE["launch"]] * 4 + [STATE["blocking"]],
+            }
+        )
+    )
+    windows = pl.DataFrame({"wid": [0, 1], "pid": [1, 2], "tid": [1, 2], "w0": [20, 22], "w1": [30, 28]})
+    near = threads.around(calls, 20, 30)
+    assert near.height < calls.height
+    got = threads.by_state(windows, near).sort("wid")
+    assert got.equals(threads.by_state(windows, calls).sort("wid"))
+    assert got.row(0, named=True)["gap_short"] == 10
+    assert got.row(1, named=True)["blocking"] == 6
+
+
+def test_packed_keys_mark_and_join_as_the_columns_do():
+    """Rows marked first of their keys, and a join on them, are the same over packed keys as
+    over the columns, with nulls, and unpacked where keys are negative or too wide."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline.load import first_distinct, packed
+
+    values = hs.one_of(hs.none(), hs.integers(0, 5), hs.integers(-2, 2), hs.integers(0, 1 << 40))
+
+    @settings(max_examples=200, deadline=None)
+    @given(hs.lists(hs.tuples(values, values), max_size=30), hs.lists(hs.tuples(values, values), max_size=30))
+    def check(left, right):
+        a = pl.DataFrame(left, schema={"x": pl.Int64, "y": pl.Int64}, orient="row")
+        b = pl.DataFrame(right, schema={"x": pl.Int64, "y": pl.Int64}, orient="row").with_row_index("i")
+        expected = a.select(pl.struct("x", "y").is_first_distinct()).to_series()
+        assert first_distinct(a, ["x", "y"]).to_list() == expected.to_list()
+        keys = packed([a, b], ["x", "y"])
+        want = a.join(b.drop_nulls(), on=["x", "y"], how="left", maintain_order="left")["i"]
+        if keys is not None:
+            got = pl.DataFrame({"key": keys[0]}).join(
+                b.drop_nulls().select("i", key=packed([a, b.drop_nulls()], ["x", "y"])[1]),
+                on="key",
+                how="left",
+                maintain_order="left",
+            )["i"]
+            assert got.to_list() == want.to_list()
+
+    check()
+
+
 # Invariants over every sample and the corpus ------------------------------------------------------
 
 

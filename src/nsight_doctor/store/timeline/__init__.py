@@ -20,8 +20,17 @@ from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
+from nsight_doctor.store.timeline import threads
 from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
-from nsight_doctor.store.timeline.load import KERNEL, MEMCPY, flatten, load_blocking, load_calls, load_ops
+from nsight_doctor.store.timeline.load import (
+    KERNEL,
+    MEMCPY,
+    first_distinct,
+    flatten,
+    load_blocking,
+    load_calls,
+    load_ops,
+)
 
 __all__ = ["build", "inputs", "tables"]
 
@@ -39,14 +48,6 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     ops = load_ops(con)
     strings = read(con, "SELECT id, value FROM base_strings")
     calls = flatten(load_calls(con))
-    # Each operation's launch call (its thread, null when not traced), and whether it is the
-    # first execution of its kernel on its GPU.
-    ops = ops.join(gaps_mod.launchers(calls), on=["pid", "corr"], how="left", maintain_order="left")
-    ops = ops.with_columns(
-        first_launch=(pl.col("kind") == KERNEL)
-        & pl.col("name_id").is_not_null()
-        & pl.struct("device_id", "name_id", "kind").is_first_distinct()
-    )
     blocking = load_blocking(con)
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
@@ -67,27 +68,17 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")
     cpu_frames = read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames")
 
-    busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
-    out.write("gpu_busy", busy)
-
-    g = busy_mod.gaps(busy)
-    busy = busy.select("device_id", "start", "end")  # what the steps and phases need of it
-    g = busy_mod.readback_bytes(g, ops)
-    g = gaps_mod.next_ops(g, ops).drop("next_idx", "prev_corr", "prev_pid")
-    ops = ops.drop("launch_start", "launch_end", "launch_name_id", "first_launch")
-    g = gaps_mod.returned_blocking(g, blocking)
-    # The gap's launching thread: the one that launched its next operation, else its GPU's main
-    # launching thread. (Columns set by mapping, not joins: a join copies all of the gaps.)
-    mains = gaps_mod.main_threads(ops)
-    main_pid = dict(zip(mains["device_id"], mains["main_pid"]))
-    main_tid = dict(zip(mains["device_id"], mains["main_tid"]))
-    g = g.with_columns(
-        tpid=pl.when(pl.col("tid").is_not_null())
-        .then(pl.col("pid"))
-        .otherwise(pl.col("device_id").replace_strict(main_pid, default=None, return_dtype=pl.Int64)),
-        ttid=pl.coalesce("tid", pl.col("device_id").replace_strict(main_tid, default=None, return_dtype=pl.Int64)),
+    # Each operation's launch call (its thread, null when not traced), and whether it is the
+    # first execution of its kernel on its GPU.
+    ops = ops.hstack(gaps_mod.launchers(ops, calls))
+    calls = calls.drop("corr")  # (4 M calls: 35 MB)
+    ops = ops.with_columns(
+        first_launch=(pl.col("kind") == KERNEL)
+        & pl.col("name_id").is_not_null()
+        & first_distinct(ops, ["device_id", "name_id", "kind"])
     )
 
+    # The steps first: the gaps are made a chunk at a time, each told the steps it lies in.
     seq = steps_mod.sequence(ops)
     trips = pl.concat(
         [
@@ -107,41 +98,27 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     del seq
     ops = attention_chains(out, ops, strings, st)
 
-    # Each gap's parts, from the launching thread's state in it; then each step's.
-    cols = ["start", "end", "duration", "pid", "tpid", "ttid", "launch_start", "launch_end", "first_launch"]
-    parts = gaps_mod.split(g.select(*cols, pid_id=pl.int_range(pl.len()), w0="start", w1="end"), calls)
+    busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
+    out.write("gpu_busy", busy)
+    # (what the gaps, then the steps and phases need of it: the written frame goes once written)
+    edges = busy.select(
+        "device_id",
+        "start",
+        "end",
+        "last_correlation_id",
+        "last_pid",
+        "first_idx",
+        "first_pid",
+        "first_kind",
+        "first_name",
+    )
+    busy = busy.select("device_id", "start", "end")
+    g, coded, parts = idle_gaps(out, edges, ops, calls, blocking, st, api_names)
+    del edges
+    ops = ops.drop("launch_start", "launch_end", "launch_name_id", "first_launch")
     calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
-    g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
-    names = dict(zip(api_names["name_id"], api_names["name"]))
-    g = g.with_columns(
-        top_api=pl.col("top_name_id").replace_strict(names, default=None, return_dtype=pl.String),
-        launch_name=pl.col("launch_name_id").replace_strict(names, default=None, return_dtype=pl.String),
-        step=step_of(g.select("device_id", "start", "end"), st),
-    ).drop("top_name_id", "launch_name_id")
-    long_gap = pl.col("duration") >= gaps_mod.LONG_GAP_NS
-    g = g.with_columns(
-        cause=gaps_mod.cause(),
-        **{
-            c: pl.col(c).fill_null(0)
-            for c in ("one_time_ns", "module_ns", "alloc_ns", "copy_ns", "other_api_ns", "sync_copy_ns")
-        },
-        top_api=pl.when(long_gap).then(pl.col("top_api")),
-        tid=pl.col("ttid"),
-        after_readback=(pl.col("readback_bytes") >= 32768).fill_null(False),
-        **{f"{p}_ns": pl.col(p) for p in gaps_mod.PARTS},
-    ).with_columns(
-        launch_side=pl.when(pl.col("cause") == "launch")
-        .then(pl.lit("cpu"))
-        .when((pl.col("cause") == "queued") & (pl.col("duration") < gaps_mod.LATENCY_NS))
-        .then(pl.lit("gpu"))
-    )
-    out.write("gpu_gaps", g)  # (readers order it: DuckDB keeps no insertion order here)
-    # What the steps, phases and the code in the gaps still need of the gaps.
-    g = g.select(
-        "device_id", "start", "end", "duration", "cause", "step", "tpid", "ttid", *[f"{p}_ns" for p in gaps_mod.PARTS]
-    )
 
-    st = step_parts(st, g, busy, ops, blocking)
+    st = step_parts(st, parts, busy, ops, blocking)
     out.write("steps", st)
     out.write("step_sources", sources)
 
@@ -153,21 +130,21 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         busy,
         ops,
         st,
-        g.select("device_id", "start", "end", "duration", "cause", "setup_ns"),
+        g,
         llm,
         batching=framework[0] in phases_mod.BATCHING_ENGINES,
     )
     out.write("phases", ph)
 
     steady = ph.filter("steady").select("device_id", p0="start", p1="end")
-    sg = g.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
+    sg = coded.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
     # The step ranges themselves name no code: every gap of a step lies in one.
     step_marks = st.filter(pl.col("source") == "nvtx")["marker"].unique().implode()
     nvr = nvr.filter(~pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#").is_in(step_marks))
     out.write(
         "idle_code",
         code_mod.idle_code(
-            sg.select("device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"),
+            sg.drop("p0", "p1"),
             calls,
             py_samples,
             py_frames,
@@ -177,6 +154,98 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
             strings,
         ),
     )
+
+
+# Gaps are made and written this many at a time: their frame, the largest of the pass (about
+# 40 columns), then never holds more than a chunk's rows, and the calls each chunk reads are
+# those of its time span.
+GAP_CHUNK = 262_144
+
+
+def idle_gaps(
+    out: Writer,
+    busy: pl.DataFrame,
+    ops: pl.DataFrame,
+    calls: pl.DataFrame,
+    blocking: pl.DataFrame,
+    st: pl.DataFrame,
+    api_names: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Writes gpu_gaps, GAP_CHUNK busy intervals at a time. Returns what the rest of the pass
+    needs of the gaps: the phases' columns of every gap; the gaps with CPU or setup time on a
+    known thread (the code in the gaps: code.idle_code's columns); each step's parts (ns)."""
+    # The gap's launching thread, when no launch call is known: its GPU's main launching
+    # thread. (Columns set by mapping, not joins: a join copies all of the gaps.)
+    mains = gaps_mod.main_threads(ops)
+    main_pid = dict(zip(mains["device_id"], mains["main_pid"]))
+    main_tid = dict(zip(mains["device_id"], mains["main_tid"]))
+    names = dict(zip(api_names["name_id"], api_names["name"]))
+    readbacks = busy_mod.readbacks(ops)
+    call_states = gaps_mod.call_states(calls)
+    for_phases, for_code, for_steps = [], [], []
+    # (busy intervals are in GPU and time order: a chunk and the first interval of the next
+    # make each gap exactly once; with no gaps, one empty chunk gives the table its columns)
+    for lo in range(0, max(busy.height - 1, 1), GAP_CHUNK):
+        g = busy_mod.gaps(busy.slice(lo, GAP_CHUNK + 1))
+        g = busy_mod.readback_bytes(g, readbacks)
+        g = gaps_mod.next_ops(g, ops).drop("next_idx", "prev_corr", "prev_pid")
+        g = gaps_mod.returned_blocking(g, blocking)
+        g = g.with_columns(
+            tpid=pl.when(pl.col("tid").is_not_null())
+            .then(pl.col("pid"))
+            .otherwise(pl.col("device_id").replace_strict(main_pid, default=None, return_dtype=pl.Int64)),
+            ttid=pl.coalesce("tid", pl.col("device_id").replace_strict(main_tid, default=None, return_dtype=pl.Int64)),
+        )
+        # Each gap's parts, from the launching thread's state in it.
+        cols = ["start", "end", "duration", "pid", "tpid", "ttid", "launch_start", "launch_end", "first_launch"]
+        pieces = g.select(*cols, pid_id=pl.int_range(pl.len()), w0="start", w1="end")
+        near = threads.around(calls, g.select(pl.col("start").min()).item(), g.select(pl.col("end").max()).item())
+        parts = gaps_mod.split(pieces, near, call_states)
+        del near, pieces
+        g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
+        g = g.with_columns(
+            top_api=pl.col("top_name_id").replace_strict(names, default=None, return_dtype=pl.String),
+            launch_name=pl.col("launch_name_id").replace_strict(names, default=None, return_dtype=pl.String),
+            step=step_of(g.select("device_id", "start", "end"), st),
+        ).drop("top_name_id", "launch_name_id")
+        long_gap = pl.col("duration") >= gaps_mod.LONG_GAP_NS
+        g = g.with_columns(
+            cause=gaps_mod.cause(),
+            **{
+                c: pl.col(c).fill_null(0)
+                for c in ("one_time_ns", "module_ns", "alloc_ns", "copy_ns", "other_api_ns", "sync_copy_ns")
+            },
+            top_api=pl.when(long_gap).then(pl.col("top_api")),
+            tid=pl.col("ttid"),
+            after_readback=(pl.col("readback_bytes") >= 32768).fill_null(False),
+            **{f"{p}_ns": pl.col(p) for p in gaps_mod.PARTS},
+        ).with_columns(
+            launch_side=pl.when(pl.col("cause") == "launch")
+            .then(pl.lit("cpu"))
+            .when((pl.col("cause") == "queued") & (pl.col("duration") < gaps_mod.LATENCY_NS))
+            .then(pl.lit("gpu"))
+        )
+        out.write("gpu_gaps", g)  # (readers order it: DuckDB keeps no insertion order here)
+        for_phases.append(g.select("device_id", "start", "end", "duration", "cause", "setup_ns"))
+        for_code.append(
+            g.filter(((pl.col("cpu_ns") > 0) | (pl.col("setup_ns") > 0)) & pl.col("tpid").is_not_null()).select(
+                "device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"
+            )
+        )
+        for_steps.append(
+            g.filter(pl.col("step").is_not_null())
+            .group_by("device_id", "step")
+            .agg(*[pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS])
+        )
+        del g
+        out.drain(leave=1)  # (a chunk waiting to be written is memory too)
+    # (a step that spans two chunks has a sum from each)
+    step_sums = (
+        pl.concat(for_steps, how="vertical_relaxed")
+        .group_by("device_id", "step")
+        .agg(*[pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS])
+    )
+    return pl.concat(for_phases, how="vertical_relaxed"), pl.concat(for_code, how="vertical_relaxed"), step_sums
 
 
 def attention_chains(out: Writer, ops: pl.DataFrame, strings: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
@@ -422,12 +491,13 @@ def step_of(g: pl.DataFrame, st: pl.DataFrame) -> pl.Series:
 
 def step_parts(
     st: pl.DataFrame,
-    g: pl.DataFrame,
+    parts: pl.DataFrame,
     busy: pl.DataFrame,
     ops: pl.DataFrame,
     blocking: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Each step's operations, busy time and the split of its time (tables.yaml, steps)."""
+    """Each step's operations, busy time and the split of its time (tables.yaml, steps);
+    parts: the parts of its gaps, summed per step (device_id, step, <part>_ns)."""
     if st.height == 0:
         return st.with_columns(
             *[
@@ -464,11 +534,6 @@ def step_parts(
     )
     st = st.join(
         a.select("device_id", "step", ops=pl.col("n").fill_null(0) - pl.col("before")), on=["device_id", "step"]
-    )
-    parts = (
-        g.filter(pl.col("step").is_not_null())
-        .group_by("device_id", "step")
-        .agg(*[pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS])
     )
     st = st.join(parts, on=["device_id", "step"], how="left").with_columns(
         *[pl.col(f"{p}_ns").fill_null(0) for p in gaps_mod.PARTS]

@@ -80,16 +80,20 @@ def gaps(busy: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def readback_bytes(gaps_: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """readback_bytes: the bytes of the device-to-host copy the GPU finished just before each
-    gap (its last operation), else null."""
-    rb = (
+def readbacks(ops: pl.DataFrame) -> pl.DataFrame:
+    """The bytes of each device-to-host copy (device_id, pid, corr, readback_bytes)."""
+    return (
         ops.filter((pl.col("kind") == MEMCPY) & pl.col("direction").is_in(["DtoH", "AtoH"]))
         .group_by("device_id", "pid", "corr")
         .agg(readback_bytes=pl.col("bytes").max())
     )
+
+
+def readback_bytes(gaps_: pl.DataFrame, readbacks_: pl.DataFrame) -> pl.DataFrame:
+    """readback_bytes: the bytes of the device-to-host copy the GPU finished just before each
+    gap (its last operation; readbacks() of the operations), else null."""
     return gaps_.join(
-        rb,
+        readbacks_,
         left_on=["device_id", "prev_pid", "prev_corr"],
         right_on=["device_id", "pid", "corr"],
         how="left",

@@ -51,9 +51,9 @@ def read(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     return pl.DataFrame(con.sql(sql))
 
 
-def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
+def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame, append: bool = False) -> None:
     """Creates table `name` from df with the columns and types tables.yaml declares (columns
-    df lacks are NULL)."""
+    df lacks are NULL), or appends df's rows to it."""
     table = tables()[name]
     view = f"_timeline_{name}"
     # Only the declared columns cross over: a stream's columns are all converted, read or not.
@@ -68,7 +68,8 @@ def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame) -> None:
             + f" AS {quote(c.name)}"
             for c in table.columns
         )
-        con.execute(f"CREATE TABLE {quote(name)} AS SELECT {cols} FROM {view}")
+        into = f"INSERT INTO {quote(name)}" if append else f"CREATE TABLE {quote(name)} AS"
+        con.execute(f"{into} SELECT {cols} FROM {view}")
     finally:
         con.execute(f"DROP VIEW {view}")
 
@@ -88,9 +89,17 @@ class Writer:
             quiet(self.cursor)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="timeline-writer")
         self.pending: list[Future] = []
+        self.written: set[str] = set()
 
     def write(self, name: str, df: pl.DataFrame) -> None:
-        self.pending.append(self.pool.submit(write, self.cursor, name, df))
+        """Creates table name from df; a second write of the same name appends to it."""
+        self.pending.append(self.pool.submit(write, self.cursor, name, df, name in self.written))
+        self.written.add(name)
+
+    def drain(self, leave: int = 0) -> None:
+        """Waits until at most `leave` writes are still to do (each holds its frame)."""
+        for f in self.pending[: max(len(self.pending) - leave, 0)]:
+            f.result()
 
     def read(self, sql: str) -> pl.DataFrame:
         """A query's result, read in the writer's thread once the writes before it are done.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import polars as pl
 
 from nsight_doctor.store.timeline import threads
+from nsight_doctor.store.timeline.load import first_distinct, packed
 
 PARTS = ["launch", "queued", "sync", "cpu", "api", "setup"]
 LATENCY_NS = 20_000  # from a launch call's return to the operation's start
@@ -30,15 +31,27 @@ COMPILE_GAP_NS = 1_000_000
 LONG_GAP_NS = 100_000  # gaps this long get the CPU's CUDA time by kind and top_api
 
 
-def launchers(calls: pl.DataFrame) -> pl.DataFrame:
-    """The call that issued each operation, by process and correlation id: tid, launch_start,
-    launch_end, launch_name_id (the first such call when several share the id)."""
+def launchers(ops: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """The call that issued each operation, matched by process and correlation id: tid,
+    launch_start, launch_end, launch_name_id (the first such call when several share the id;
+    null when none is traced), a row per operation in ops' order."""
     # (is_first_distinct keeps the first row as unique(keep="first", maintain_order=True)
-    # does, in half its time on 4 M calls)
-    return (
-        calls.select("pid", "corr", "tid", launch_start="start", launch_end="end", launch_name_id="name_id")
-        .filter(pl.col("corr").is_not_null())
-        .filter(pl.struct("pid", "corr").is_first_distinct())
+    # does, in half its time on 4 M calls; only the calls' row numbers are joined, and their
+    # columns gathered after, because a join copies every column on both sides)
+    first = calls.select("pid", "corr", "ci").filter(
+        pl.col("corr").is_not_null() & first_distinct(calls, ["pid", "corr"])
+    )
+    keys = packed([ops, first], ["pid", "corr"])
+    if keys:
+        found = pl.DataFrame({"key": keys[0]}).join(
+            first.select("ci", key=keys[1]), on="key", how="left", maintain_order="left"
+        )
+    else:
+        found = ops.select("pid", "corr").join(first, on=["pid", "corr"], how="left", maintain_order="left")
+    ci = found["ci"]
+    # (a gather in an expression: frame[ci] fails when every ci is null)
+    return calls.select("tid", launch_start="start", launch_end="end", launch_name_id="name_id").select(
+        pl.all().gather(ci)
     )
 
 
@@ -102,14 +115,21 @@ def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return gaps.select("pid_id").join(ns, on="pid_id", how="left").with_columns(pl.col("module_ns").fill_null(0))
 
 
-def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def call_states(calls: pl.DataFrame) -> pl.DataFrame:
+    """A state for each call name (name_id, state), to leave launch and blocking calls out of
+    top_name_id."""
+    return calls.select("name_id", "state").unique("name_id")
+
+
+def split(pieces: pl.DataFrame, calls: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
     """The parts (PARTS, ns) of each piece of a gap.
 
     pieces: pid_id, w0, w1 (the piece), start, end (its gap), thread (tpid, ttid: the launching
     thread, else the GPU's main one, else null), launch_start, launch_end, first_launch.
     Returns pid_id with one column per part, plus the thread's time in the piece by state
     (load.STATES) and top_name_id (the CUDA call, not a launch or blocking one, with the most
-    time in the piece), a row per piece in the pieces' order."""
+    time in the piece), a row per piece in the pieces' order. calls: every call a piece can
+    touch (threads.around); states: call_states() of all of them."""
     issued_before = pl.col("launch_end").is_not_null() & (pl.col("launch_end") <= pl.col("start"))
     late_launch = pl.col("launch_end").is_not_null() & ~issued_before
     p = pieces.with_columns(
@@ -137,7 +157,7 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     long = p.filter(pl.col("tpid").is_not_null() & (pl.col("end") - pl.col("start") >= LONG_GAP_NS))["pid_id"]
     names = threads.by_name(windows.filter(pl.col("wid").is_in(long.implode())), calls)
     top = (
-        names.join(calls.select("name_id", "state").unique("name_id"), on="name_id", how="left")
+        names.join(states, on="name_id", how="left")
         .filter(
             ~pl.col("state").is_in([threads.STATE["launch"], threads.STATE["blocking"], threads.STATE["blocking_copy"]])
         )

@@ -38,6 +38,37 @@ STATE = {s: i for i, s in enumerate(STATES)}
 SHORT_CPU_NS = 100_000
 
 
+def packed(frames: list[pl.DataFrame], keys: list[str]) -> list[pl.Series] | None:
+    """The keys of each frame packed into one UInt64, the same way for all of them, or None
+    where they are not all integers from 0 up that fit in 64 bits together. A null is one more
+    value (the column's largest plus one), as a struct tells (1, null) from (2, null). Ids
+    (GPU, process, correlation id, name) fit: marking or joining by one number instead of a
+    struct or several columns took a fifth of the memory on 4 M calls (1 GB for a moment)."""
+    if not all(f.schema[k].is_integer() for f in frames for k in keys):
+        return None
+    tops: list[int] = []
+    for k in keys:
+        lows = [int(v) for f in frames if (v := f[k].min()) is not None]  # type: ignore[arg-type]
+        highs = [int(v) for f in frames if (v := f[k].max()) is not None]  # type: ignore[arg-type]
+        if min(lows, default=0) < 0:
+            return None
+        tops.append(max(highs, default=-1) + 1)
+    widths = [max(t.bit_length(), 1) for t in tops]
+    if sum(widths) > 64:
+        return None
+    key = pl.lit(0, pl.UInt64)
+    for k, top, width in zip(keys, tops, widths):
+        key = key * (1 << width) + pl.col(k).fill_null(top).cast(pl.UInt64)
+    return [f.select(key.alias("key")).to_series() for f in frames]
+
+
+def first_distinct(df: pl.DataFrame, keys: list[str]) -> pl.Series:
+    """Whether each row is the first with its values of keys (is_first_distinct over a struct
+    of them), over packed keys where they pack."""
+    one = packed([df], keys)
+    return (one[0] if one else df.select(pl.struct(keys)).to_series()).is_first_distinct()
+
+
 def load_ops(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     ops = read(
         con,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsight_doctor.store.timeline.load import GRAPH, KERNEL
+from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
 MIN_SPAN = 0.5  # share of the GPU's operations between the first and the last occurrence
@@ -112,13 +112,27 @@ def sequence(ops: pl.DataFrame) -> pl.DataFrame:
     (seq), each with the idle time before it (pre_gap) and its signatures: sig (kernel name and
     launch configuration, or the graph) and graph_start (the first operation of a graph
     launch: a graph execution, or the first node kernel of one cudaGraphLaunch)."""
-    s = ops.filter(pl.col("kind").is_in([KERNEL, GRAPH]))
+    # (only the columns the steps read: a filter copies every column it is given)
+    cols = [
+        "device_id",
+        "start",
+        "end",
+        "kind",
+        "pid",
+        "corr",
+        "name_id",
+        "dn_id",
+        "sig",
+        "gsig",
+        "in_graph",
+        "category",
+    ]
+    s = ops.select(cols).filter(pl.col("kind").is_in([KERNEL, GRAPH]))
     # (a window over (GPU, process, correlation id) has a group per launch: hashing the
     # triple once is six times faster)
     s = s.with_columns(
         pre_gap=(pl.col("start") - pl.col("end").cum_max().shift(1).over("device_id")).clip(lower_bound=0).fill_null(0),
-        graph_start=(pl.col("kind") == GRAPH)
-        | (pl.col("in_graph") & pl.struct("device_id", "pid", "corr").is_first_distinct()),
+        graph_start=(pl.col("kind") == GRAPH) | (pl.col("in_graph") & first_distinct(s, ["device_id", "pid", "corr"])),
     )
     return s.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
 

@@ -57,6 +57,20 @@ def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return w.with_columns(last=pl.max_horizontal("first", pl.col("last").fill_null(pl.col("first"))))
 
 
+def around(calls: pl.DataFrame, t0: int | None, t1: int | None) -> pl.DataFrame:
+    """The calls that windows within [t0, t1] can touch, renumbered (ci): on each thread, from
+    the first call that ends after t0 to the first that begins at or after t1. (bounds and
+    by_state then give what they give over all of the calls: the stretches before and after
+    each call are the thread's, not the selection's.)"""
+    if t0 is None or t1 is None:
+        return calls.head(0)
+    same_prev = pl.col("pid").eq_missing(pl.col("pid").shift(1)) & pl.col("tid").eq_missing(pl.col("tid").shift(1))
+    began = pl.col("start") >= t1
+    first_after = began & ~(same_prev & began.shift(1, fill_value=False))
+    near = calls.filter((pl.col("end") > t0) & (~began | first_after))
+    return near.with_columns(ci=pl.int_range(pl.len(), dtype=pl.Int64))
+
+
 def _stretch(length: pl.Expr) -> pl.Expr:
     """The state of the time between two calls, from its length (null: unbounded)."""
     return pl.when(length.is_not_null() & (length < SHORT_CPU_NS)).then(STATE["gap_short"]).otherwise(STATE["gap_long"])
@@ -155,4 +169,4 @@ def by_name(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-__all__ = ["STATES", "bounds", "by_name", "by_state"]
+__all__ = ["STATES", "around", "bounds", "by_name", "by_state"]
