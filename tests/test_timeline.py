@@ -292,8 +292,8 @@ def test_the_calls_around_a_span_give_its_windows_what_all_calls_give():
     windows = pl.DataFrame({"wid": [0, 1], "pid": [1, 2], "tid": [1, 2], "w0": [20, 22], "w1": [30, 28]})
     near = threads.around(calls, 20, 30)
     assert near.height < calls.height
-    got = threads.by_state(windows, near).sort("wid")
-    assert got.equals(threads.by_state(windows, calls).sort("wid"))
+    got = threads.by_state(threads.bounds(windows, near), near).sort("wid")
+    assert got.equals(threads.by_state(threads.bounds(windows, calls), calls).sort("wid"))
     assert got.row(0, named=True)["gap_short"] == 10
     assert got.row(1, named=True)["blocking"] == 6
 

@@ -152,10 +152,11 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame, states: pl.DataFrame) -> pl
         .otherwise(0),
     )
     windows = p.filter(pl.col("tpid").is_not_null()).select(wid="pid_id", pid="tpid", tid="ttid", w0="tw0", w1="tw1")
-    st = threads.by_state(windows, calls)
+    touched = threads.bounds(windows, calls)
+    st = threads.by_state(touched, calls)
     # The CUDA call with the most time in the piece, for the gaps that report it (top_api).
     long = p.filter(pl.col("tpid").is_not_null() & (pl.col("end") - pl.col("start") >= LONG_GAP_NS))["pid_id"]
-    names = threads.by_name(windows.filter(pl.col("wid").is_in(long.implode())), calls)
+    names = threads.by_name(touched.filter(pl.col("wid").is_in(long.implode())), calls)
     top = (
         names.join(states, on="name_id", how="left")
         .filter(

@@ -4,8 +4,9 @@ A thread is, at any moment, inside one of its (outermost) CUDA calls or between 
 Inside a call, its state is the call's (load.STATES: launching, blocked, loading code, ...);
 between two calls it is running code outside CUDA, "gap_short" when that stretch is shorter
 than load.SHORT_CPU_NS (a framework's overhead between the calls that issue work) and
-"gap_long" otherwise. `by_state` gives, for many windows at once, the time each window spent
-in each state; `by_name` the time in each call by name, for the windows that need it.
+"gap_long" otherwise. `by_state` gives, for many windows at once (their `bounds`), the time
+each window spent in each state; `by_name` the time in each call by name, for the windows that
+need it.
 """
 
 from __future__ import annotations
@@ -76,15 +77,15 @@ def _stretch(length: pl.Expr) -> pl.Expr:
     return pl.when(length.is_not_null() & (length < SHORT_CPU_NS)).then(STATE["gap_short"]).otherwise(STATE["gap_long"])
 
 
-def by_state(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def by_state(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Time per state of each window on its thread: wid and one column per state (ns).
 
-    windows: wid, pid, tid, w0, w1; calls: load.flatten's frame (non-overlapping, in order per
-    thread, numbered ci). Of the calls a window touches (bounds), only the first (and the
+    touched: bounds() of the windows over calls, load.flatten's frame (non-overlapping, in order
+    per thread, numbered ci), or a part of it (around). Of the calls a window touches, only the first (and the
     stretch before it), the last (and the stretch after it) can stick out of the window; the
     ones between lie inside it whole, so their time per state is a difference of prefix sums
     over the calls, without listing them window by window."""
-    b = bounds(windows, calls)
+    b = touched
     outside = b.filter(pl.col("first").is_null())
     out = outside.select(
         "wid",
@@ -150,11 +151,11 @@ def by_state(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([out, inside], how="vertical_relaxed")
 
 
-def by_name(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def by_name(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Each window's time inside its thread's calls, by the call's name: wid, name_id, ns (one
-    row per name with time in the window). It lists the calls window by window: give it the
-    windows that need it."""
-    w = bounds(windows, calls).filter(pl.col("first").is_not_null())
+    row per name with time in the window), from bounds() of the windows. It lists the calls
+    window by window: give it the windows that need it."""
+    w = touched.filter(pl.col("first").is_not_null())
     if w.height == 0:
         return pl.DataFrame(schema={"wid": pl.Int64, "name_id": pl.Int64, "ns": pl.Int64})
     x = w.select("wid", "w0", "w1", ci=pl.int_ranges("first", pl.col("last") + 1)).explode("ci")
