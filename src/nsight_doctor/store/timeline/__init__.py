@@ -183,6 +183,7 @@ def idle_gaps(
     readbacks = busy_mod.readbacks(ops)
     call_states = gaps_mod.call_states(calls)
     for_phases, for_code, for_steps = [], [], []
+    part_sums = [pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS]  # per step: in a chunk, then over all
     # (busy intervals are in GPU and time order: a chunk and the first interval of the next
     # make each gap exactly once; with no gaps, one empty chunk gives the table its columns)
     for lo in range(0, max(busy.height - 1, 1), GAP_CHUNK):
@@ -232,19 +233,11 @@ def idle_gaps(
                 "device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"
             )
         )
-        for_steps.append(
-            g.filter(pl.col("step").is_not_null())
-            .group_by("device_id", "step")
-            .agg(*[pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS])
-        )
+        for_steps.append(g.filter(pl.col("step").is_not_null()).group_by("device_id", "step").agg(part_sums))
         del g
         out.drain(leave=1)  # (a chunk waiting to be written is memory too)
     # (a step that spans two chunks has a sum from each)
-    step_sums = (
-        pl.concat(for_steps, how="vertical_relaxed")
-        .group_by("device_id", "step")
-        .agg(*[pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS])
-    )
+    step_sums = pl.concat(for_steps, how="vertical_relaxed").group_by("device_id", "step").agg(part_sums)
     return pl.concat(for_phases, how="vertical_relaxed"), pl.concat(for_code, how="vertical_relaxed"), step_sums
 
 

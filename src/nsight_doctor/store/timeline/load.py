@@ -141,6 +141,11 @@ def load_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return calls.select("pid", "tid", "start", "end", "corr", "name_id", state.cast(pl.UInt8).alias("state"))
 
 
+def same_thread(n: int) -> pl.Expr:
+    """Whether the row n rows back (forward, when negative) is of the same thread (pid, tid)."""
+    return pl.col("pid").eq_missing(pl.col("pid").shift(n)) & pl.col("tid").eq_missing(pl.col("tid").shift(n))
+
+
 def flatten(calls: pl.DataFrame) -> pl.DataFrame:
     """The outermost calls of each thread (a call that begins inside another call of its thread
     is part of it), sorted by thread and start, with a global row number `ci` and the time
@@ -151,8 +156,7 @@ def flatten(calls: pl.DataFrame) -> pl.DataFrame:
     c = c.filter(pl.col("prev_max").is_null() | (pl.col("start") >= pl.col("prev_max"))).drop("prev_max")
     # (each thread's calls are contiguous: a shift within the thread is a shift masked where
     # the thread changes, ten times cheaper than a window over (pid, tid))
-    same_prev = pl.col("pid").eq_missing(pl.col("pid").shift(1)) & pl.col("tid").eq_missing(pl.col("tid").shift(1))
-    same_next = pl.col("pid").eq_missing(pl.col("pid").shift(-1)) & pl.col("tid").eq_missing(pl.col("tid").shift(-1))
+    same_prev, same_next = same_thread(1), same_thread(-1)
     c = c.with_columns(
         before=pl.when(same_prev).then(pl.col("start") - pl.col("end").shift(1)),
         after=pl.when(same_next).then(pl.col("start").shift(-1) - pl.col("end")),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from nsight_doctor.store.timeline.load import SHORT_CPU_NS, STATE, STATES
+from nsight_doctor.store.timeline.load import SHORT_CPU_NS, STATE, STATES, same_thread
 
 FAR = 1 << 62  # "no previous or next call": a stretch that runs out of the window
 
@@ -65,9 +65,8 @@ def around(calls: pl.DataFrame, t0: int | None, t1: int | None) -> pl.DataFrame:
     each call are the thread's, not the selection's.)"""
     if t0 is None or t1 is None:
         return calls.head(0)
-    same_prev = pl.col("pid").eq_missing(pl.col("pid").shift(1)) & pl.col("tid").eq_missing(pl.col("tid").shift(1))
     began = pl.col("start") >= t1
-    first_after = began & ~(same_prev & began.shift(1, fill_value=False))
+    first_after = began & ~(same_thread(1) & began.shift(1, fill_value=False))
     near = calls.filter((pl.col("end") > t0) & (~began | first_after))
     return near.with_columns(ci=pl.int_range(pl.len(), dtype=pl.Int64))
 
@@ -81,10 +80,10 @@ def by_state(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Time per state of each window on its thread: wid and one column per state (ns).
 
     touched: bounds() of the windows over calls, load.flatten's frame (non-overlapping, in order
-    per thread, numbered ci), or a part of it (around). Of the calls a window touches, only the first (and the
-    stretch before it), the last (and the stretch after it) can stick out of the window; the
-    ones between lie inside it whole, so their time per state is a difference of prefix sums
-    over the calls, without listing them window by window."""
+    per thread, numbered ci), or a part of it (around). Of the calls a window touches, only the
+    first (and the stretch before it), the last (and the stretch after it) can stick out of the
+    window; the ones between lie inside it whole, so their time per state is a difference of
+    prefix sums over the calls, without listing them window by window."""
     b = touched
     outside = b.filter(pl.col("first").is_null())
     out = outside.select(
