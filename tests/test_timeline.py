@@ -290,12 +290,57 @@ def test_the_calls_around_a_span_give_its_windows_what_all_calls_give():
         )
     )
     windows = pl.DataFrame({"wid": [0, 1], "pid": [1, 2], "tid": [1, 2], "w0": [20, 22], "w1": [30, 28]})
-    near = threads.around(calls, 20, 30)
+    near = threads.around(calls, threads.Lines(calls), 20, 30)
     assert near.height < calls.height
     got = threads.by_state(threads.bounds(windows, near), near).sort("wid")
     assert got.equals(threads.by_state(threads.bounds(windows, calls), calls).sort("wid"))
     assert got.row(0, named=True)["gap_short"] == 10
     assert got.row(1, named=True)["blocking"] == 6
+
+
+def test_the_calls_around_a_span_are_found_by_search_as_by_reading_every_call():
+    """threads.around searches each thread's calls; a plain loop over every call, thread by
+    thread, picks the same ones: from the first that ends after t0 through the first that
+    begins at or after t1, with spans before, inside, between and after the threads' calls."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline import threads
+    from nsight_doctor.store.timeline.load import STATE, flatten
+
+    call = hs.tuples(hs.integers(1, 3), hs.integers(0, 200), hs.integers(1, 30))
+
+    @settings(max_examples=300, deadline=None)
+    @given(hs.lists(call, max_size=25), hs.integers(-20, 260), hs.integers(0, 60))
+    def check(rows, t0, width):
+        t1 = t0 + width
+        raw = pl.DataFrame(
+            {
+                "pid": [1 for _ in rows],
+                "tid": [r[0] for r in rows],
+                "start": [r[1] for r in rows],
+                "end": [r[1] + r[2] for r in rows],
+                "corr": list(range(len(rows))),
+                "name_id": [1 for _ in rows],
+                "state": [STATE["launch"] for _ in rows],
+            },
+            schema_overrides={"pid": pl.Int64, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64},
+        )
+        calls = flatten(raw)
+        want, began = [], {}
+        for r in calls.iter_rows(named=True):
+            key = (r["pid"], r["tid"])
+            if r["end"] > t0 and not began.get(key):
+                want.append(r["ci"])
+            if r["start"] >= t1:
+                began[key] = True
+        near = threads.around(calls, threads.Lines(calls), t0, t1)
+        assert calls[want]["start"].to_list() == near["start"].to_list()
+        assert calls[want]["tid"].to_list() == near["tid"].to_list()
+        assert near["ci"].to_list() == list(range(near.height))
+
+    check()
 
 
 def test_packed_keys_mark_and_join_as_the_columns_do():

@@ -182,6 +182,7 @@ def idle_gaps(
     names = dict(zip(api_names["name_id"], api_names["name"]))
     readbacks = busy_mod.readbacks(ops)
     call_states = gaps_mod.call_states(calls)
+    lines = threads.Lines(calls)  # (each chunk then finds the calls around it by a search per thread)
     for_phases, for_code, for_steps = [], [], []
     part_sums = [pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS]  # per step: in a chunk, then over all
     # (busy intervals are in GPU and time order: a chunk and the first interval of the next
@@ -200,7 +201,8 @@ def idle_gaps(
         # Each gap's parts, from the launching thread's state in it.
         cols = ["start", "end", "duration", "pid", "tpid", "ttid", "launch_start", "launch_end", "first_launch"]
         pieces = g.select(*cols, pid_id=pl.int_range(pl.len()), w0="start", w1="end")
-        near = threads.around(calls, g.select(pl.col("start").min()).item(), g.select(pl.col("end").max()).item())
+        span = g.select(pl.col("start").min(), pl.col("end").max()).row(0)
+        near = threads.around(calls, lines, *span)
         parts = gaps_mod.split(pieces, near, call_states)
         del near, pieces
         g = pl.concat([g, parts.drop("pid_id")], how="horizontal")

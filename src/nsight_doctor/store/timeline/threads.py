@@ -13,43 +13,53 @@ from __future__ import annotations
 
 import polars as pl
 
-from nsight_doctor.store.timeline.load import SHORT_CPU_NS, STATE, STATES, same_thread
+from nsight_doctor.store.timeline.load import SHORT_CPU_NS, STATE, STATES
 
 FAR = 1 << 62  # "no previous or next call": a stretch that runs out of the window
+
+
+class Lines:
+    """Each thread's calls moved onto a line of their own, offset past the previous thread's,
+    so that one binary search over all calls finds, for many (thread, time) pairs at once,
+    where the time falls among that thread's calls, instead of a join per thread.
+
+    calls is in thread order and its calls do not overlap, so both their starts and their ends
+    rise within a thread, and so along the line."""
+
+    def __init__(self, calls: pl.DataFrame):
+        self.threads = (
+            calls.group_by("pid", "tid", maintain_order=True)
+            .agg(lo=pl.col("ci").first(), hi=pl.col("ci").last(), t0=pl.col("start").first(), t1=pl.col("end").max())
+            .with_columns(span=pl.col("t1") - pl.col("t0"))
+            .with_columns(base=(pl.col("span") + 2).cum_sum().shift(1, fill_value=0) + 1)
+            .drop("t1")
+        )
+        repeat = pl.col("hi") - pl.col("lo") + 1
+        base = self.threads.select(pl.col("base").repeat_by(repeat).explode()).to_series()
+        t0 = self.threads.select(pl.col("t0").repeat_by(repeat).explode()).to_series()
+        self.starts = calls["start"] - t0 + base
+        self.ends = calls["end"] - t0 + base
+
+    @staticmethod
+    def at(t: pl.Expr) -> pl.Expr:
+        """Time t on its thread's line (a frame with the thread's t0, span and base): -1 and
+        span + 1 keep a time before or after all of the thread's calls on its own line."""
+        return (t - pl.col("t0")).clip(-1, pl.col("span") + 1) + pl.col("base")
 
 
 def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Each window (wid, pid, tid, w0, w1 with w1 > w0) with the range of its thread's calls
     that touch it: first, the first call that ends after w0; last, the last that begins before
     w1 (at least first). first is null when no call of the thread ends after w0: it ran code
-    outside CUDA throughout (after its last call, or on a thread with no calls).
-
-    calls is in thread order and its calls do not overlap, so both their starts and their ends
-    rise within a thread. Each thread's times are moved onto a line of their own (offset past
-    the previous thread's) so that one binary search over all calls finds every window's calls,
-    instead of a join per thread."""
+    outside CUDA throughout (after its last call, or on a thread with no calls)."""
     w = windows.filter(pl.col("w1") > pl.col("w0")).select("wid", "pid", "tid", "w0", "w1")
     if calls.height == 0:
         return w.with_columns(first=pl.lit(None, pl.Int64), last=pl.lit(None, pl.Int64))
-    th = (
-        calls.group_by("pid", "tid", maintain_order=True)
-        .agg(lo=pl.col("ci").first(), hi=pl.col("ci").last(), t0=pl.col("start").first(), t1=pl.col("end").max())
-        .with_columns(span=pl.col("t1") - pl.col("t0"))
-    )
-    th = th.with_columns(base=(pl.col("span") + 2).cum_sum().shift(1, fill_value=0) + 1)
-    per_call = th.select(pl.col("base").repeat_by(pl.col("hi") - pl.col("lo") + 1).explode()).to_series()
-    t0 = th.select(pl.col("t0").repeat_by(pl.col("hi") - pl.col("lo") + 1).explode()).to_series()
-    start_line = calls["start"] - t0 + per_call
-    end_line = calls["end"] - t0 + per_call
-    w = w.join(th.select("pid", "tid", "lo", "hi", "t0", "span", "base"), on=["pid", "tid"], how="left")
-
-    def line(t: str) -> pl.Expr:
-        # -1 and span + 1 keep a time before or after all of the thread's calls on its own line
-        return (pl.col(t) - pl.col("t0")).clip(-1, pl.col("span") + 1) + pl.col("base")
-
-    w = w.with_columns(x0=line("w0").fill_null(0), x1=line("w1").fill_null(0))
-    first = end_line.search_sorted(w["x0"], side="right").cast(pl.Int64)
-    last = start_line.search_sorted(w["x1"], side="left").cast(pl.Int64) - 1
+    lines = Lines(calls)
+    w = w.join(lines.threads, on=["pid", "tid"], how="left")
+    w = w.with_columns(x0=Lines.at(pl.col("w0")).fill_null(0), x1=Lines.at(pl.col("w1")).fill_null(0))
+    first = lines.ends.search_sorted(w["x0"], side="right").cast(pl.Int64)
+    last = lines.starts.search_sorted(w["x1"], side="left").cast(pl.Int64) - 1
     w = w.with_columns(first=first, last=last).with_columns(
         first=pl.when(pl.col("lo").is_not_null() & (pl.col("first") <= pl.col("hi"))).then("first"),
         last=pl.when(pl.col("lo").is_not_null() & (pl.col("last") >= pl.col("lo"))).then("last"),
@@ -58,17 +68,24 @@ def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return w.with_columns(last=pl.max_horizontal("first", pl.col("last").fill_null(pl.col("first"))))
 
 
-def around(calls: pl.DataFrame, t0: int | None, t1: int | None) -> pl.DataFrame:
+def around(calls: pl.DataFrame, lines: Lines, t0: int | None, t1: int | None) -> pl.DataFrame:
     """The calls that windows within [t0, t1] can touch, renumbered (ci): on each thread, from
     the first call that ends after t0 to the first that begins at or after t1. (bounds and
     by_state then give what they give over all of the calls: the stretches before and after
-    each call are the thread's, not the selection's.)"""
-    if t0 is None or t1 is None:
+    each call are the thread's, not the selection's.) lines: Lines(calls), made once for all
+    the spans asked about, so that each asks only a search per thread."""
+    if t0 is None or t1 is None or calls.height == 0:
         return calls.head(0)
-    began = pl.col("start") >= t1
-    first_after = began & ~(same_thread(1) & began.shift(1, fill_value=False))
-    near = calls.filter((pl.col("end") > t0) & (~began | first_after))
-    return near.with_columns(ci=pl.int_range(pl.len(), dtype=pl.Int64))
+    x = lines.threads.select("lo", "hi", x0=Lines.at(pl.lit(t0)), x1=Lines.at(pl.lit(t1)))
+    first = lines.ends.search_sorted(x["x0"], side="right").cast(pl.Int64)
+    stop = lines.starts.search_sorted(x["x1"], side="left").cast(pl.Int64)
+    rows = (
+        x.select(first=first, last=pl.min_horizontal(stop, "hi"))
+        .filter(pl.col("last") >= pl.col("first"))
+        .select(ci=pl.int_ranges("first", pl.col("last") + 1))
+        .explode("ci")["ci"]
+    )
+    return calls[rows].with_columns(ci=pl.int_range(pl.len(), dtype=pl.Int64))
 
 
 def _stretch(length: pl.Expr) -> pl.Expr:
@@ -169,4 +186,4 @@ def by_name(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-__all__ = ["STATES", "around", "bounds", "by_name", "by_state"]
+__all__ = ["STATES", "Lines", "around", "bounds", "by_name", "by_state"]
