@@ -71,7 +71,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     # Each operation's launch call (its thread, null when not traced), and whether it is the
     # first execution of its kernel on its GPU.
     ops = ops.hstack(gaps_mod.launchers(ops, calls))
-    calls = calls.drop("corr")  # (4 M calls: 35 MB)
+    calls = calls.drop("corr", "ci")  # (4 M calls: 70 MB; the rest finds calls by position)
     ops = ops.with_columns(
         first_launch=(pl.col("kind") == KERNEL)
         & pl.col("name_id").is_not_null()
@@ -98,24 +98,21 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     del seq
     ops = attention_chains(out, ops, strings, st)
 
-    busy = busy_mod.op_names(busy_mod.busy_intervals(ops), strings)
-    out.write("gpu_busy", busy)
-    # (what the gaps, then the steps and phases need of it: the written frame goes once written)
-    edges = busy.select(
-        "device_id",
-        "start",
-        "end",
-        "last_correlation_id",
-        "last_pid",
-        "first_idx",
-        "first_pid",
-        "first_kind",
-        "first_name",
-    )
+    busy = busy_mod.busy_intervals(ops)
+    out.write("gpu_busy", busy_mod.op_names(busy, strings))
+    # (what the gaps, then the steps and phases need of it: the written frame goes once
+    # written; the gaps name their next operation a chunk at a time)
+    edges = busy.drop("ops", "duration", "first_correlation_id")
     busy = busy.select("device_id", "start", "end")
-    g, coded, parts = idle_gaps(out, edges, ops, calls, blocking, st, api_names)
+    mains, readbacks = gaps_mod.main_threads(ops), busy_mod.readbacks(ops)
+    # What the rest of the pass reads of the operations (at 2 M kernels the others are 110 MB).
+    launch = ["tid", "launch_start", "launch_end", "launch_name_id", "first_launch"]
+    ops = ops.select("device_id", "start", "end", "kind", "name_id", "category", "gsig", "pid", *launch)
+    g, coded, parts = idle_gaps(
+        out, edges, ops, calls, blocking, st, mains=mains, readbacks=readbacks, api_names=api_names, strings=strings
+    )
     del edges
-    ops = ops.drop("launch_start", "launch_end", "launch_name_id", "first_launch")
+    ops = ops.drop(launch[1:])  # (the steps' launching thread is their operations' tid)
     calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
 
     st = step_parts(st, parts, busy, ops, blocking)
@@ -169,18 +166,23 @@ def idle_gaps(
     calls: pl.DataFrame,
     blocking: pl.DataFrame,
     st: pl.DataFrame,
+    *,
+    mains: pl.DataFrame,
+    readbacks: pl.DataFrame,
     api_names: pl.DataFrame,
+    strings: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Writes gpu_gaps, GAP_CHUNK busy intervals at a time. Returns what the rest of the pass
     needs of the gaps: the phases' columns of every gap; the gaps with CPU or setup time on a
-    known thread (the code in the gaps: code.idle_code's columns); each step's parts (ns)."""
+    known thread (the code in the gaps: code.idle_code's columns); each step's parts (ns).
+
+    busy: busy_intervals(); ops: the operations' launch calls (gaps.next_ops); mains:
+    gaps.main_threads(); readbacks: busy.readbacks() of the operations."""
     # The gap's launching thread, when no launch call is known: its GPU's main launching
     # thread. (Columns set by mapping, not joins: a join copies all of the gaps.)
-    mains = gaps_mod.main_threads(ops)
     main_pid = dict(zip(mains["device_id"], mains["main_pid"]))
     main_tid = dict(zip(mains["device_id"], mains["main_tid"]))
     names = dict(zip(api_names["name_id"], api_names["name"]))
-    readbacks = busy_mod.readbacks(ops)
     call_states = gaps_mod.call_states(calls)
     lines = threads.Lines(calls)  # (each chunk then finds the calls around it by a search per thread)
     for_phases, for_code, for_steps = [], [], []
@@ -188,7 +190,7 @@ def idle_gaps(
     # (busy intervals are in GPU and time order: a chunk and the first interval of the next
     # make each gap exactly once; with no gaps, one empty chunk gives the table its columns)
     for lo in range(0, max(busy.height - 1, 1), GAP_CHUNK):
-        g = busy_mod.gaps(busy.slice(lo, GAP_CHUNK + 1))
+        g = busy_mod.gaps(busy_mod.op_names(busy.slice(lo, GAP_CHUNK + 1), strings))
         g = busy_mod.readback_bytes(g, readbacks)
         g = gaps_mod.next_ops(g, ops).drop("next_idx", "prev_corr", "prev_pid")
         g = gaps_mod.returned_blocking(g, blocking)

@@ -37,7 +37,7 @@ def busy_intervals(ops: pl.DataFrame) -> pl.DataFrame:
 
 def op_names(busy: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     """first_name and first_kind as gpu_ops spells them."""
-    names = busy.join(strings, left_on="first_name_id", right_on="id", how="left")
+    names = busy.join(strings, left_on="first_name_id", right_on="id", how="left", maintain_order="left")
     return names.with_columns(
         first_name=pl.when(pl.col("first_kind") == KERNEL)
         .then(pl.col("value"))

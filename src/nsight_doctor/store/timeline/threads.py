@@ -24,15 +24,18 @@ class Lines:
     where the time falls among that thread's calls, instead of a join per thread.
 
     calls is in thread order and its calls do not overlap, so both their starts and their ends
-    rise within a thread, and so along the line."""
+    rise within a thread, and so along the line. threads: each thread's rows of calls (lo to
+    hi), its first call's start (t0), the span of its calls and where its line begins (base)."""
 
     def __init__(self, calls: pl.DataFrame):
         self.threads = (
             calls.group_by("pid", "tid", maintain_order=True)
-            .agg(lo=pl.col("ci").first(), hi=pl.col("ci").last(), t0=pl.col("start").first(), t1=pl.col("end").max())
-            .with_columns(span=pl.col("t1") - pl.col("t0"))
-            .with_columns(base=(pl.col("span") + 2).cum_sum().shift(1, fill_value=0) + 1)
-            .drop("t1")
+            .agg(n=pl.len(), t0=pl.col("start").first(), t1=pl.col("end").max())
+            .with_columns(hi=pl.col("n").cum_sum().cast(pl.Int64) - 1, span=pl.col("t1") - pl.col("t0"))
+            .with_columns(
+                lo=pl.col("hi") - pl.col("n") + 1, base=(pl.col("span") + 2).cum_sum().shift(1, fill_value=0) + 1
+            )
+            .drop("n", "t1")
         )
         repeat = pl.col("hi") - pl.col("lo") + 1
         base = self.threads.select(pl.col("base").repeat_by(repeat).explode()).to_series()
@@ -69,7 +72,7 @@ def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def around(calls: pl.DataFrame, lines: Lines, t0: int | None, t1: int | None) -> pl.DataFrame:
-    """The calls that windows within [t0, t1] can touch, renumbered (ci): on each thread, from
+    """The calls that windows within [t0, t1] can touch: on each thread, from
     the first call that ends after t0 to the first that begins at or after t1. (bounds and
     by_state then give what they give over all of the calls: the stretches before and after
     each call are the thread's, not the selection's.) lines: Lines(calls), made once for all
@@ -85,7 +88,7 @@ def around(calls: pl.DataFrame, lines: Lines, t0: int | None, t1: int | None) ->
         .select(ci=pl.int_ranges("first", pl.col("last") + 1))
         .explode("ci")["ci"]
     )
-    return calls[rows].with_columns(ci=pl.int_range(pl.len(), dtype=pl.Int64))
+    return calls[rows]
 
 
 def _stretch(length: pl.Expr) -> pl.Expr:
@@ -97,7 +100,7 @@ def by_state(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """Time per state of each window on its thread: wid and one column per state (ns).
 
     touched: bounds() of the windows over calls, load.flatten's frame (non-overlapping, in order
-    per thread, numbered ci), or a part of it (around). Of the calls a window touches, only the
+    per thread), or a part of it (around). Of the calls a window touches, only the
     first (and the stretch before it), the last (and the stretch after it) can stick out of the
     window; the ones between lie inside it whole, so their time per state is a difference of
     prefix sums over the calls, without listing them window by window."""
