@@ -99,19 +99,14 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     ops = attention_chains(out, ops, strings, st)
 
     busy = busy_mod.busy_intervals(ops)
-    out.write("gpu_busy", busy_mod.op_names(busy, strings))
-    # (what the gaps, then the steps and phases need of it: the written frame goes once
-    # written; the gaps name their next operation a chunk at a time)
-    edges = busy.drop("ops", "duration", "first_correlation_id")
-    busy = busy.select("device_id", "start", "end")
     mains, readbacks = gaps_mod.main_threads(ops), busy_mod.readbacks(ops)
     # What the rest of the pass reads of the operations (at 2 M kernels the others are 110 MB).
     launch = ["tid", "launch_start", "launch_end", "launch_name_id", "first_launch"]
     ops = ops.select("device_id", "start", "end", "kind", "name_id", "category", "gsig", "pid", *launch)
     g, coded, parts = idle_gaps(
-        out, edges, ops, calls, blocking, st, mains=mains, readbacks=readbacks, api_names=api_names, strings=strings
+        out, busy, ops, calls, blocking, st, mains=mains, readbacks=readbacks, api_names=api_names, strings=strings
     )
-    del edges
+    busy = busy.select("device_id", "start", "end")  # (what the steps and phases read of it)
     ops = ops.drop(launch[1:])  # (the steps' launching thread is their operations' tid)
     calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
 
@@ -172,7 +167,8 @@ def idle_gaps(
     api_names: pl.DataFrame,
     strings: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Writes gpu_gaps, GAP_CHUNK busy intervals at a time. Returns what the rest of the pass
+    """Writes gpu_busy and gpu_gaps, GAP_CHUNK busy intervals at a time (each chunk's intervals
+    named as gpu_ops names operations, then its gaps made). Returns what the rest of the pass
     needs of the gaps: the phases' columns of every gap; the gaps with CPU or setup time on a
     known thread (the code in the gaps: code.idle_code's columns); each step's parts (ns).
 
@@ -190,7 +186,11 @@ def idle_gaps(
     # (busy intervals are in GPU and time order: a chunk and the first interval of the next
     # make each gap exactly once; with no gaps, one empty chunk gives the table its columns)
     for lo in range(0, max(busy.height - 1, 1), GAP_CHUNK):
-        g = busy_mod.gaps(busy_mod.op_names(busy.slice(lo, GAP_CHUNK + 1), strings))
+        named = busy_mod.op_names(busy.slice(lo, GAP_CHUNK + 1), strings)
+        # (the interval after the chunk is the next chunk's first, but for the last chunk's)
+        out.write("gpu_busy", named if lo + GAP_CHUNK >= busy.height - 1 else named.head(GAP_CHUNK))
+        g = busy_mod.gaps(named)
+        del named
         g = busy_mod.readback_bytes(g, readbacks)
         g = gaps_mod.next_ops(g, ops).drop("next_idx", "prev_corr", "prev_pid")
         g = gaps_mod.returned_blocking(g, blocking)
@@ -239,7 +239,7 @@ def idle_gaps(
         )
         for_steps.append(g.filter(pl.col("step").is_not_null()).group_by("device_id", "step").agg(part_sums))
         del g
-        out.drain(leave=1)  # (a chunk waiting to be written is memory too)
+        out.drain(leave=2)  # (a chunk waiting to be written is memory too)
     # (a step that spans two chunks has a sum from each)
     step_sums = pl.concat(for_steps, how="vertical_relaxed").group_by("device_id", "step").agg(part_sums)
     return pl.concat(for_phases, how="vertical_relaxed"), pl.concat(for_code, how="vertical_relaxed"), step_sums
