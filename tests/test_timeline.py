@@ -342,6 +342,54 @@ def test_the_calls_around_a_span_are_found_by_search_as_by_reading_every_call():
     check()
 
 
+def test_busy_intervals_are_the_union_of_the_operations_as_a_plain_loop_finds_it():
+    """busy.busy_intervals picks rows by position; a loop over the operations, GPU by GPU,
+    finds the same intervals: where each begins and ends, how many operations it holds, its
+    first operation, and the first operation to reach its end (ties, nesting, touching ends)."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline import busy
+
+    op = hs.tuples(hs.integers(0, 1), hs.integers(0, 60), hs.integers(0, 12))
+
+    @settings(max_examples=300, deadline=None)
+    @given(hs.lists(op, max_size=30))
+    def check(rows):
+        ops = pl.DataFrame(
+            {
+                "device_id": [r[0] for r in rows],
+                "start": [r[1] for r in rows],
+                "end": [r[1] + r[2] for r in rows],
+                "kind": [0 for _ in rows],
+                "corr": list(range(len(rows))),
+                "pid": [7 for _ in rows],
+                "name_id": [i % 3 for i in range(len(rows))],
+                "direction": [None for _ in rows],
+            },
+            schema_overrides={"device_id": pl.Int32, "start": pl.Int64, "end": pl.Int64, "kind": pl.UInt8},
+        ).with_columns(direction=pl.col("direction").cast(pl.String))
+        ops = ops.sort(["device_id", "start", "end", "kind", "corr"])
+        ops = ops.with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
+        want = []
+        for r in ops.iter_rows(named=True):
+            cur = want[-1] if want else None
+            if cur is None or cur["device_id"] != r["device_id"] or r["start"] > cur["end"]:
+                want.append({**r, "first": r["corr"], "last": r["corr"], "n": 1})
+            else:
+                cur["n"] += 1
+                if r["end"] > cur["end"]:
+                    cur["end"], cur["last"] = r["end"], r["corr"]
+        got = busy.busy_intervals(ops)
+        assert got.select("device_id", "start", "end", "ops", "first_correlation_id", "last_correlation_id").rows() == [
+            (w["device_id"], w["start"], w["end"], w["n"], w["first"], w["last"]) for w in want
+        ]
+        assert (got["duration"] == got["end"] - got["start"]).all()
+
+    check()
+
+
 def test_packed_keys_mark_and_join_as_the_columns_do():
     """Rows marked first of their keys, and a join on them, are the same over packed keys as
     over the columns, with nulls, and unpacked where keys are negative or too wide."""
