@@ -328,7 +328,8 @@ def test_the_calls_around_a_span_are_found_by_search_as_by_reading_every_call():
             schema_overrides={"pid": pl.Int64, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64},
         )
         calls = flatten(raw)
-        want, began = [], {}
+        want: list[int] = []
+        began: dict[tuple, bool] = {}
         for r in calls.iter_rows(named=True):
             key = (r["pid"], r["tid"])
             if r["end"] > t0 and not began.get(key):
@@ -372,7 +373,7 @@ def test_busy_intervals_are_the_union_of_the_operations_as_a_plain_loop_finds_it
         ).with_columns(direction=pl.col("direction").cast(pl.String))
         ops = ops.sort(["device_id", "start", "end", "kind", "corr"])
         ops = ops.with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
-        want = []
+        want: list[dict] = []
         for r in ops.iter_rows(named=True):
             cur = want[-1] if want else None
             if cur is None or cur["device_id"] != r["device_id"] or r["start"] > cur["end"]:

@@ -42,8 +42,8 @@ SELECT c.start, c."end", c.duration, c.pid, c.tid,
             WHEN c.async THEN 'pageable_copy'
             ELSE 'sync_copy' END AS reason
 FROM c
--- (each side names the category it joins, so that every join is on equal keys: a condition on
--- c alone made DuckDB loop over every pair, 2 s at 2 M kernels)
+    -- (each side names the category it joins, so that every join is on equal keys: a
+    -- condition on c alone made DuckDB loop over every pair, 2 s at 2 M kernels)
 LEFT JOIN (SELECT *, 'memcpy' AS category FROM memcpy) m
        ON m.correlation_id = c.correlation_id AND m.pid = c.pid AND m.category = c.category
 LEFT JOIN (SELECT *, 'memset' AS category FROM memset) s
