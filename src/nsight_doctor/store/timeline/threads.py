@@ -72,11 +72,11 @@ def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def around(calls: pl.DataFrame, lines: Lines, t0: int | None, t1: int | None) -> pl.DataFrame:
-    """The calls that windows within [t0, t1] can touch: on each thread, from
-    the first call that ends after t0 to the first that begins at or after t1. (bounds and
-    by_state then give what they give over all of the calls: the stretches before and after
-    each call are the thread's, not the selection's.) lines: Lines(calls), made once for all
-    the spans asked about, so that each asks only a search per thread."""
+    """The calls that windows within [t0, t1] can touch: on each thread, from the first call
+    that ends after t0 to the first that begins at or after t1. (bounds and by_state then give
+    what they give over all of the calls: the stretches before and after each call are the
+    thread's, not the selection's.) lines: Lines(calls), made once for all the spans asked
+    about, so that each asks only a search per thread."""
     if t0 is None or t1 is None or calls.height == 0:
         return calls.head(0)
     x = lines.threads.select("lo", "hi", x0=Lines.at(pl.lit(t0)), x1=Lines.at(pl.lit(t1)))
