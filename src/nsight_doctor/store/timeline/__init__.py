@@ -179,7 +179,6 @@ def idle_gaps(
     main_pid = dict(zip(mains["device_id"], mains["main_pid"]))
     main_tid = dict(zip(mains["device_id"], mains["main_tid"]))
     names = dict(zip(api_names["name_id"], api_names["name"]))
-    call_states = gaps_mod.call_states(calls)
     lines = threads.Lines(calls)  # (each chunk then finds the calls around it by a search per thread)
     for_phases, for_code, for_steps = [], [], []
     part_sums = [pl.col(f"{p}_ns").sum() for p in gaps_mod.PARTS]  # per step: in a chunk, then over all
@@ -205,7 +204,7 @@ def idle_gaps(
         pieces = g.select(*cols, pid_id=pl.int_range(pl.len()), w0="start", w1="end")
         span = g.select(pl.col("start").min(), pl.col("end").max()).row(0)
         near = threads.around(calls, lines, *span)
-        parts = gaps_mod.split(pieces, near, call_states)
+        parts = gaps_mod.split(pieces, near)
         del near, pieces
         g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
         g = g.with_columns(

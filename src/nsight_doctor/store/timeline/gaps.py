@@ -115,13 +115,7 @@ def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return gaps.select("pid_id").join(ns, on="pid_id", how="left").with_columns(pl.col("module_ns").fill_null(0))
 
 
-def call_states(calls: pl.DataFrame) -> pl.DataFrame:
-    """A state for each call name (name_id, state), to leave launch and blocking calls out of
-    top_name_id."""
-    return calls.select("name_id", "state").unique("name_id")
-
-
-def split(pieces: pl.DataFrame, calls: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
+def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """The parts (PARTS, ns) of each piece of a gap.
 
     pieces: pid_id, w0, w1 (the piece), start, end (its gap), thread (tpid, ttid: the launching
@@ -129,7 +123,7 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame, states: pl.DataFrame) -> pl
     Returns pid_id with one column per part, plus the thread's time in the piece by state
     (load.STATES) and top_name_id (the CUDA call, not a launch or blocking one, with the most
     time in the piece), a row per piece in the pieces' order. calls: every call a piece can
-    touch (threads.around); states: call_states() of all of them."""
+    touch (threads.around)."""
     issued_before = pl.col("launch_end").is_not_null() & (pl.col("launch_end") <= pl.col("start"))
     late_launch = pl.col("launch_end").is_not_null() & ~issued_before
     p = pieces.with_columns(
@@ -156,13 +150,11 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame, states: pl.DataFrame) -> pl
     st = threads.by_state(touched, calls)
     # The CUDA call with the most time in the piece, for the gaps that report it (top_api).
     long = p.filter(pl.col("tpid").is_not_null() & (pl.col("end") - pl.col("start") >= LONG_GAP_NS))["pid_id"]
-    names = threads.by_name(touched.filter(pl.col("wid").is_in(long.implode())), calls)
+    # (by call, not by name: a copy call may block or not, call by call)
+    held = (threads.STATE["launch"], threads.STATE["blocking"], threads.STATE["blocking_copy"])
+    names = threads.by_name(touched.filter(pl.col("wid").is_in(long.implode())), calls, skip=held)
     top = (
-        names.join(states, on="name_id", how="left")
-        .filter(
-            ~pl.col("state").is_in([threads.STATE["launch"], threads.STATE["blocking"], threads.STATE["blocking_copy"]])
-        )
-        .sort(["wid", "ns", "name_id"], descending=[False, True, True])
+        names.sort(["wid", "ns", "name_id"], descending=[False, True, True])
         .unique("wid", keep="first")
         .select(pid_id="wid", top_name_id="name_id", top_ns="ns")
     )

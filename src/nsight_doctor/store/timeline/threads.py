@@ -170,18 +170,18 @@ def by_state(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([out, inside], how="vertical_relaxed")
 
 
-def by_name(touched: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def by_name(touched: pl.DataFrame, calls: pl.DataFrame, skip: tuple[int, ...] = ()) -> pl.DataFrame:
     """Each window's time inside its thread's calls, by the call's name: wid, name_id, ns (one
-    row per name with time in the window), from bounds() of the windows. It lists the calls
-    window by window: give it the windows that need it."""
+    row per name with time in the window), from bounds() of the windows, leaving out the calls
+    in the states `skip`. It lists the calls window by window: give it the windows that need it."""
     w = touched.filter(pl.col("first").is_not_null())
     if w.height == 0:
         return pl.DataFrame(schema={"wid": pl.Int64, "name_id": pl.Int64, "ns": pl.Int64})
     x = w.select("wid", "w0", "w1", ci=pl.int_ranges("first", pl.col("last") + 1)).explode("ci")
-    x = pl.concat([x, calls.select("start", "end", "name_id")[x["ci"]]], how="horizontal")
+    x = pl.concat([x, calls.select("start", "end", "name_id", "state")[x["ci"]]], how="horizontal")
     ns = (pl.min_horizontal("end", "w1") - pl.max_horizontal("start", "w0")).clip(lower_bound=0)
     return (
-        x.filter(pl.col("name_id").is_not_null())
+        x.filter(pl.col("name_id").is_not_null() & ~pl.col("state").is_in(skip))
         .with_columns(ns=ns)
         .filter(pl.col("ns") > 0)
         .group_by("wid", "name_id")
