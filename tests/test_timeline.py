@@ -298,6 +298,36 @@ def test_the_calls_around_a_span_give_its_windows_what_all_calls_give():
     assert got.row(1, named=True)["blocking"] == 6
 
 
+def test_a_calls_time_by_name_leaves_out_calls_by_their_own_state():
+    """top_api leaves out launch and blocking calls call by call: a copy call that blocked in
+    one place and not in another counts where it did not block (a state per name made the
+    answer depend on which of its calls a unique() kept)."""
+    import polars as pl
+
+    from nsight_doctor.store.timeline import threads
+    from nsight_doctor.store.timeline.load import STATE, flatten
+
+    calls = flatten(
+        pl.DataFrame(
+            {
+                "pid": [1, 1, 1],
+                "tid": [1, 1, 1],
+                "start": [0, 100, 300],
+                "end": [50, 250, 320],
+                "corr": [1, 2, 3],
+                "name_id": [7, 7, 8],
+                "state": [STATE["blocking"], STATE["copy"], STATE["other"]],
+            }
+        )
+    )
+    windows = pl.DataFrame({"wid": [0], "pid": [1], "tid": [1], "w0": [0], "w1": [400]})
+    touched = threads.bounds(windows, calls)
+    every = threads.by_name(touched, calls).sort("name_id")
+    assert every.select("name_id", "ns").rows() == [(7, 200), (8, 20)]
+    kept = threads.by_name(touched, calls, skip=(STATE["blocking"],)).sort("name_id")
+    assert kept.select("name_id", "ns").rows() == [(7, 150), (8, 20)]
+
+
 def test_the_calls_around_a_span_are_found_by_search_as_by_reading_every_call():
     """threads.around searches each thread's calls; a plain loop over every call, thread by
     thread, picks the same ones: from the first that ends after t0 through the first that
