@@ -238,7 +238,7 @@ def idle_gaps(
         )
         for_steps.append(g.filter(pl.col("step").is_not_null()).group_by("device_id", "step").agg(part_sums))
         del g
-        out.drain(leave=2)  # (a chunk waiting to be written is memory too)
+        out.drain(leave=2)  # (a chunk's two tables waiting to be written are memory too)
     # (a step that spans two chunks has a sum from each)
     step_sums = pl.concat(for_steps, how="vertical_relaxed").group_by("device_id", "step").agg(part_sums)
     return pl.concat(for_phases, how="vertical_relaxed"), pl.concat(for_code, how="vertical_relaxed"), step_sums
