@@ -18,6 +18,7 @@ import duckdb
 import pytest
 
 from conftest import run_cli, sample
+from nsight_doctor.errors import RuleError
 from nsight_doctor.redact import (
     REDACTED,
     is_secret_name,
@@ -518,3 +519,20 @@ def test_a_rule_that_runs_too_long_fails_clearly(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     [line] = r.stderr.strip().splitlines()
     assert "ran longer than 1 s" in line and "--rule-timeout" in line
+
+
+def test_a_query_that_passed_the_function_checks_is_remembered(tmp_path, monkeypatch):
+    """A query that passed is not parsed again (the cache is keyed by its text); one that failed
+    is checked, and refused, every time."""
+    from nsight_doctor import rules as rules_mod
+
+    parsed = []
+    real = rules_mod.functions_called
+    monkeypatch.setattr(rules_mod, "functions_called", lambda *a: parsed.append(a[2]) or real(*a))
+    ok = f"SELECT 1 AS n -- {tmp_path.name}"  # (text no other test checks)
+    bad = f"SELECT * FROM query('SELECT 1') -- {tmp_path.name}"
+    for _ in range(2):
+        rules_mod.check_functions(tmp_path / "r.yaml", "query", ok)
+        with pytest.raises(RuleError, match="calls query"):
+            rules_mod.check_functions(tmp_path / "r.yaml", "query", bad)
+    assert parsed == [ok, bad, bad]
