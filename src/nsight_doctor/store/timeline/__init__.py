@@ -4,7 +4,7 @@ scored candidates, each step's time split by what bounded it, and phases.
 
 It runs inside store.create_views once its inputs exist (tables.yaml lists them) and writes
 the tables tables.yaml declares: gpu_busy, gpu_gaps, steps, step_sources, phases,
-idle_code, and the attention chains. The
+idle_code, the attention chains and the GPU work per NVTX range (nvtx_gpu_t). The
 work is done in Polars over frames read from the store, not as a chain of SQL views: one sort
 per GPU instead of hundreds of statements.
 """
@@ -18,6 +18,7 @@ from nsight_doctor.store.timeline import attention as attention_mod
 from nsight_doctor.store.timeline import busy as busy_mod
 from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
+from nsight_doctor.store.timeline import nvtx as nvtx_mod
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
 from nsight_doctor.store.timeline import threads
@@ -47,22 +48,22 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     this thread's own while the writer's thread writes could wait on it forever."""
     ops = load_ops(con)
     strings = read(con, "SELECT id, value FROM base_strings")
-    calls = flatten(load_calls(con))
+    ranges = read(
+        con, 'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text, library FROM nvtx_ranges_t'
+    )
+    calls = load_calls(con)
+    # GPU work per NVTX range: each operation by every call of its correlation id, nested
+    # calls too (flatten keeps the outermost).
+    nv = nvtx_mod.gpu_per_range(ops, calls, ranges)
+    out.write("nvtx_gpu_t", nv)
+    calls = flatten(calls)
     blocking = load_blocking(con)
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
-    nv = read(
-        con,
-        """
-        SELECT g.device_id, r.range_id, r.depth, r.text, g.gpu_start, g.gpu_end, g.gpu_time
-        FROM nvtx_ranges_t r JOIN nvtx_gpu_t g USING (range_id)
-        WHERE g.gpu_ops > 0 AND NOT r.library
-        """,
-    )
-    nvr = read(
-        con,
-        'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text FROM nvtx_ranges_t WHERE NOT library',
-    )
+    nvr = ranges.filter(~pl.col("library")).drop("library")
+    del ranges
+    nv = nv.filter(pl.col("gpu_ops") > 0).join(nvr.select("range_id", "depth", "text"), on="range_id")
+    nv = nv.select("device_id", "range_id", "depth", "text", "gpu_start", "gpu_end", "gpu_time")
     py_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples")
     py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
     cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")

@@ -28,29 +28,3 @@ WITH doms AS (
 SELECT r.range_id, r.start, r."end", r.duration, r.pid, r.tid, r.text, r.domain, r.library,
        r.kind, greatest(run.depth, 0)::INTEGER AS depth, r.scope_tid
 FROM r JOIN run ON run.range_id = r.range_id AND run.d = 1;
-
--- GPU work projected onto NVTX ranges, per range and GPU: an operation belongs to every range
--- that was open on the launching thread (push/pop) or process (start/end) when its API call
--- began.
-CREATE TABLE nvtx_gpu_t AS
-WITH launches AS (
-    SELECT o.device_id, o.start, o."end", o.duration, a.pid, a.tid, a.start AS t
-    FROM gpu_ops o
-    JOIN base_api_calls a ON a.correlation_id = o.correlation_id AND a.pid = o.pid
-), levels AS (
-    SELECT DISTINCT kind, pid, scope_tid, depth FROM nvtx_ranges_t
-), keyed AS (
-    SELECT l.*, v.kind, v.depth, v.scope_tid
-    FROM launches l JOIN levels v
-      ON v.pid = l.pid AND v.scope_tid = CASE WHEN v.kind = 'push_pop' THEN l.tid ELSE 0 END
-), ranges AS (
-    SELECT range_id, kind, depth, start, "end", pid, scope_tid FROM nvtx_ranges_t
-), m AS (
-    SELECT keyed.*, r.range_id, r."end" AS r_end
-    FROM keyed ASOF JOIN ranges r
-      ON r.kind = keyed.kind AND r.pid = keyed.pid AND r.scope_tid = keyed.scope_tid
-         AND r.depth = keyed.depth AND keyed.t >= r.start
-)
-SELECT range_id, device_id, count(*) AS gpu_ops, sum(duration) AS gpu_time, min(start) AS gpu_start,
-       max("end") AS gpu_end
-FROM m WHERE t <= r_end GROUP BY range_id, device_id;
