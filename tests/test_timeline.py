@@ -547,3 +547,74 @@ def test_idle_gaps_inside_the_programs_ranges_are_named():
     d = analyze([CORPUS / "Sh1mwww__llama3-inference/demo.sqlite"])
     f = finding(d, "gpu-idle")
     assert f is not None and "by the program's NVTX ranges" in f.message and "`h2d_w3`" in f.message
+
+
+# The projection as SQL once made it (an ASOF join per scope and depth), over every call of an
+# operation's correlation id: the oracle for nvtx.gpu_per_range.
+NVTX_GPU_SQL = """
+WITH launches AS (
+    SELECT o.device_id, o.start, o."end", o."end" - o.start AS duration, a.pid, a.tid, a.start AS t
+    FROM ops o JOIN calls a ON a.corr = o.corr AND a.pid = o.pid
+), levels AS (
+    SELECT DISTINCT kind, pid, scope_tid, depth FROM nvtx_ranges_t
+), keyed AS (
+    SELECT l.*, v.kind, v.depth, v.scope_tid
+    FROM launches l JOIN levels v
+      ON v.pid = l.pid AND v.scope_tid = CASE WHEN v.kind = 'push_pop' THEN l.tid ELSE 0 END
+), m AS (
+    SELECT keyed.*, r.range_id, r."end" AS r_end
+    FROM keyed ASOF JOIN nvtx_ranges_t r
+      ON r.kind = keyed.kind AND r.pid = keyed.pid AND r.scope_tid = keyed.scope_tid
+         AND r.depth = keyed.depth AND keyed.t >= r.start
+)
+SELECT range_id, device_id, count(*) AS gpu_ops, sum(duration)::BIGINT AS gpu_time, min(start) AS gpu_start,
+       max("end") AS gpu_end
+FROM m WHERE t <= r_end GROUP BY range_id, device_id ORDER BY range_id, device_id
+"""
+
+
+def test_gpu_work_per_nvtx_range_is_what_an_asof_join_per_depth_finds():
+    """nvtx.gpu_per_range (as-of searches in Polars) against the SQL it replaced, on nested and
+    overlapping push/pop and start/end ranges of two threads of one process (ranges built by
+    the store's own _nvtx.sql), with operations issued by several calls of one correlation id."""
+    import duckdb
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store import view_files
+    from nsight_doctor.store.timeline import nvtx
+
+    rng = hs.tuples(
+        hs.sampled_from(["push_pop", "start_end"]), hs.integers(1, 2), hs.integers(0, 40), hs.integers(0, 15)
+    )
+    corr = hs.none() | hs.integers(0, 30)  # (a null matches nothing)
+    op = hs.tuples(hs.integers(0, 1), corr, hs.integers(0, 70))  # device, corr, start
+    call = hs.tuples(corr, hs.integers(1, 2), hs.integers(0, 60))  # corr, tid, start
+
+    @settings(max_examples=150, deadline=None)
+    @given(hs.lists(rng, max_size=12), hs.lists(op, max_size=20), hs.lists(call, max_size=25))
+    def check(ranges, ops, calls):
+        con = duckdb.connect()
+        con.execute(
+            'CREATE TABLE base_nvtx (start BIGINT, "end" BIGINT, kind VARCHAR, text VARCHAR, text_id BIGINT, '
+            "pid BIGINT, tid BIGINT, domain_id BIGINT)"
+        )
+        for k, t, s, d in ranges:
+            con.execute("INSERT INTO base_nvtx VALUES (?, ?, ?, 'r', NULL, 7, ?, NULL)", [s, s + d, k, t])
+        con.execute("CREATE TABLE base_strings (id BIGINT, value VARCHAR)")
+        con.execute("CREATE TABLE base_nvtx_domains (domain_id BIGINT, name VARCHAR)")
+        con.execute(view_files()["_nvtx"])
+        con.execute('CREATE TABLE ops (device_id INTEGER, start BIGINT, "end" BIGINT, pid BIGINT, corr BIGINT)')
+        for device, corr, start in ops:
+            con.execute("INSERT INTO ops VALUES (?, ?, ?, 7, ?)", [device, start, start + 5, corr])
+        con.execute("CREATE TABLE calls (pid BIGINT, tid BIGINT, start BIGINT, corr BIGINT)")
+        for corr, tid, start in calls:
+            con.execute("INSERT INTO calls VALUES (7, ?, ?, ?)", [tid, start, corr])
+        want = con.execute(NVTX_GPU_SQL).fetchall()
+        o, c = pl.DataFrame(con.sql("SELECT * FROM ops")), pl.DataFrame(con.sql("SELECT * FROM calls"))
+        r = pl.DataFrame(con.sql('SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end" FROM nvtx_ranges_t'))
+        got = nvtx.gpu_per_range(o, c, r)
+        assert got.rows() == want
+
+    check()
