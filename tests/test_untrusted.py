@@ -528,7 +528,12 @@ def test_a_query_that_passed_the_function_checks_is_remembered(tmp_path, monkeyp
 
     parsed = []
     real = rules_mod.functions_called
-    monkeypatch.setattr(rules_mod, "functions_called", lambda *a: parsed.append(a[2]) or real(*a))
+
+    def parse(*args):
+        parsed.append(args[2])
+        return real(*args)
+
+    monkeypatch.setattr(rules_mod, "functions_called", parse)
     ok = f"SELECT 1 AS n -- {tmp_path.name}"  # (text no other test checks)
     bad = f"SELECT * FROM query('SELECT 1') -- {tmp_path.name}"
     for _ in range(2):
