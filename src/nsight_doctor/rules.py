@@ -251,9 +251,8 @@ def check_functions(path: Path, name: str, sql: str) -> None:
     query's tree took 0.2 s of each run on 2 cores."""
     import duckdb
 
-    key = hashlib.sha256(f"{code_digest()}\0{duckdb.__version__}\0{sql}".encode()).hexdigest()
-    passed = rules_cache_dir() / "checked" / key
-    if passed.exists():
+    key = hashlib.sha256(f"checked\0{code_digest()}\0{duckdb.__version__}\0{sql}".encode()).hexdigest()
+    if cached_rule_data(key) == {"checked": True}:
         return
     tables, functions = functions_called(path, name, sql)
     called = sorted(
@@ -266,11 +265,7 @@ def check_functions(path: Path, name: str, sql: str) -> None:
             f"{path}: {name} calls {', '.join(called)}, which rules may not use: they read the store only "
             f"(table functions allowed: {', '.join(sorted(TABLE_FUNCTIONS_ALLOWED))})"
         )
-    try:
-        passed.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_atomic(passed, "")
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+    save_rule_data(key, {"checked": True})
 
 
 def functions_called(path: Path, name: str, sql: str) -> tuple[set[str], set[str]]:
