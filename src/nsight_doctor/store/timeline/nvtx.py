@@ -49,10 +49,8 @@ def gpu_per_range(ops: pl.DataFrame, calls: pl.DataFrame, ranges: pl.DataFrame) 
     levels = ranges.select("kind", "pid", "scope_tid", "depth").unique()
     r = ranges.select("kind", "pid", "scope_tid", "depth", "range_id", r0="start", r1="end")
     found = []
-    for kind in (PUSH_POP, "start_end"):
+    for kind in sorted(levels["kind"].unique()):
         lv = levels.filter(pl.col("kind") == kind).drop("kind")
-        if lv.height == 0:
-            continue
         # Push/pop ranges are the launching thread's; start/end ranges its process's (scope 0).
         scope = pl.col("tid") if kind == PUSH_POP else pl.lit(0, pl.Int64)
         keyed = launches.with_columns(scope_tid=scope.cast(lv.schema["scope_tid"])).join(
@@ -67,8 +65,6 @@ def gpu_per_range(ops: pl.DataFrame, calls: pl.DataFrame, ranges: pl.DataFrame) 
             check_sortedness=False,
         )
         found.append(m.filter(pl.col("t") <= pl.col("r1")).select("range_id", "device_id", "start", "end"))
-    if not found:
-        return pl.DataFrame(schema=out)
     return (
         pl.concat(found)
         .group_by("range_id", "device_id")
