@@ -118,3 +118,22 @@ def test_the_timeline_writer_raises_a_failed_write_and_an_error_of_the_pass():
         _ = 1 / 0
     views = "SELECT count(*) FROM duckdb_views() WHERE starts_with(view_name, '_timeline')"
     assert con.execute(views).fetchone() == (0,)
+
+
+def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
+    import polars as pl
+
+    from nsight_doctor.store.timeline.frames import tables, write
+
+    enums = {(t.name, c.name): c.type for t in tables().values() for c in t.columns if c.type.startswith("ENUM")}
+    assert ("gpu_gaps", "cause") in enums
+    con = duckdb.connect()
+    for (table, column), sql_type in enums.items():
+        words = con.execute(f"SELECT enum_range(NULL::{sql_type})").fetchone()[0]
+        # (min, max, ORDER BY and arg_min follow an ENUM's order: the same as text's only if sorted)
+        assert words == sorted(words), (table, column)
+    # A word the pass makes that tables.yaml does not list fails the write, not the reader.
+    write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["cpu"]}))
+    assert con.execute("SELECT cause FROM gpu_gaps WHERE cause = 'cpu'").fetchall() == [("cpu",)]
+    with pytest.raises(duckdb.ConversionException):
+        write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["gpu"]}), append=True)
