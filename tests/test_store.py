@@ -135,5 +135,9 @@ def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
     # A word the pass makes that tables.yaml does not list fails the write, not the reader.
     write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["cpu"]}))
     assert con.execute("SELECT cause FROM gpu_gaps WHERE cause = 'cpu'").fetchall() == [("cpu",)]
+    # A rule reads them as text, words they do not list included.
+    as_text = """SELECT cause = 'nope', cause IN ('cpu', 'nope'), cause LIKE 'c%', cause || '!',
+                        coalesce(CASE WHEN false THEN cause END, 'none') FROM gpu_gaps"""
+    assert con.execute(as_text).fetchall() == [(False, True, True, "cpu!", "none")]
     with pytest.raises(duckdb.ConversionException):
         write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["gpu"]}), append=True)
