@@ -7,6 +7,7 @@ import pytest
 
 from conftest import sample
 from nsight_doctor import store
+from nsight_doctor.db import scalar
 from nsight_doctor.errors import InputError
 
 
@@ -129,7 +130,7 @@ def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
     assert ("gpu_gaps", "cause") in enums
     con = duckdb.connect()
     for (table, column), sql_type in enums.items():
-        words = con.execute(f"SELECT enum_range(NULL::{sql_type})").fetchone()[0]
+        words = scalar(con, f"SELECT enum_range(NULL::{sql_type})")
         # (min, max, ORDER BY and arg_min follow an ENUM's order: the same as text's only if sorted)
         assert words == sorted(words), (table, column)
     # A word the pass makes that tables.yaml does not list fails the write, not the reader.
