@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import textwrap
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -504,6 +505,30 @@ def test_the_rules_store_never_loaded_the_sqlite_reader(tmp_path, where):
             con.execute("SET enable_external_access = true")
         with pytest.raises(duckdb.Error, match="read-only"):
             con.execute("DELETE FROM base_kernels")
+    finally:
+        built.close()
+
+
+def test_the_in_memory_store_loads_no_extension_though_built_to_skip_signatures(tmp_path):
+    """The build connection may load unsigned extensions (store_config: the SQLite reader's
+    signature check costs 0.16 s); once built, the sandbox refuses any LOAD, signed or not,
+    and the setting cannot be turned back."""
+    import duckdb_extension_sqlite_scanner as pkg
+
+    from nsight_doctor import store
+
+    built = store.build([GRAPHS])
+    assert built.memory is not None
+    # (an unsigned copy of the reader: the loaded reader itself is a no-op to LOAD again)
+    fake = tmp_path / "unsigned.duckdb_extension"
+    reader = next(Path(pkg.__file__).parent.glob("extensions/*/sqlite_scanner.duckdb_extension"))
+    fake.write_bytes(reader.read_bytes()[:-1024])
+    try:
+        con = built.connect()
+        with pytest.raises(duckdb.Error, match="disabled through configuration"):
+            con.execute(f"LOAD '{fake}'")
+        with pytest.raises(duckdb.Error, match="locked"):
+            con.execute("SET allow_unsigned_extensions = false")
     finally:
         built.close()
 
