@@ -109,7 +109,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     g, coded, parts = idle_gaps(
         out, busy, ops, calls, blocking, st, mains=mains, readbacks=readbacks, api_names=api_names, strings=strings
     )
-    busy = busy.select("device_id", "start", "end")  # (what the steps and phases read of it)
+    busy = phases_mod.running_busy(busy)  # (what the steps and phases read of it)
     ops = ops.drop(launch[1:])  # (the steps' launching thread is their operations' tid)
     calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
 
@@ -496,7 +496,7 @@ def step_parts(
     blocking: pl.DataFrame,
 ) -> pl.DataFrame:
     """Each step's operations, busy time and the split of its time (tables.yaml, steps);
-    parts: the parts of its gaps, summed per step (device_id, step, <part>_ns)."""
+    busy: phases.running_busy(); parts: the parts of its gaps, summed per step (device_id, step, <part>_ns)."""
     if st.height == 0:
         return st.with_columns(
             *[

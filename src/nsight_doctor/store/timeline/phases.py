@@ -59,7 +59,7 @@ def build(
     batching: bool = False,
 ) -> pl.DataFrame:
     """The phases table (tables.yaml); batching: a continuous-batching engine was detected.
-    steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
+    busy: running_busy(); steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
     gaps: device_id, start, end, duration, cause, setup_ns."""
     act = busy.group_by("device_id").agg(w0=pl.col("start").min(), w1=pl.col("end").max())
     act = act.with_columns(window_ns=pl.col("w1") - pl.col("w0"))
@@ -471,15 +471,22 @@ def _busy_in(pieces: pl.DataFrame, busy: pl.DataFrame) -> pl.Series:
     return busy_between(pieces.select("device_id", "start", "end"), busy)
 
 
-def busy_between(windows: pl.DataFrame, busy: pl.DataFrame) -> pl.Series:
-    """GPU busy time (gpu_busy) in each window [start, end) of windows (device_id, start, end),
-    in the windows' order: a difference of two lookups in the running busy total."""
-    cum = (
-        busy.select("device_id", b0="start", b1="end")
-        .sort(["device_id", "b0"])
-        .with_columns(before=(pl.col("b1") - pl.col("b0")).cum_sum().shift(1, fill_value=0).over("device_id"))
-        .sort("b0")
+def running_busy(busy: pl.DataFrame) -> pl.DataFrame:
+    """The busy intervals (device_id, start, end) with `before`, their GPU's busy time before
+    each: what busy_between reads, made once for all its calls. Sorted by start."""
+    return (
+        busy.select("device_id", "start", "end")
+        .sort(["device_id", "start"])
+        .with_columns(before=(pl.col("end") - pl.col("start")).cum_sum().shift(1, fill_value=0).over("device_id"))
+        .sort("start")
     )
+
+
+def busy_between(windows: pl.DataFrame, busy: pl.DataFrame) -> pl.Series:
+    """GPU busy time in each window [start, end) of windows (device_id, start, end), in the
+    windows' order: a difference of two lookups in the running busy total (busy:
+    running_busy())."""
+    cum = busy.select("device_id", "before", b0="start", b1="end")
 
     def at(col: str) -> pl.Expr:
         return pl.col("before").fill_null(0) + (pl.min_horizontal(pl.col(col), "b1") - pl.col("b0")).clip(
