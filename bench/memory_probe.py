@@ -26,9 +26,10 @@ REPO = Path(__file__).resolve().parents[1]
 def child(profile: str, extra: dict) -> None:
     """Runs one analysis with `extra` DuckDB settings added to the tool's own."""
     sys.path.insert(0, str(REPO / "src"))
-    from nsight_doctor.runtime import configure_allocator
+    from nsight_doctor.runtime import configure_allocator, configure_polars
 
-    configure_allocator()  # as the command does, before DuckDB loads
+    configure_allocator()  # as the command does, before DuckDB and Polars load
+    configure_polars()
     import nsight_doctor.store as store
     from nsight_doctor.engine import AnalyzeOptions, analyze
 

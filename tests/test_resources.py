@@ -502,43 +502,67 @@ def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(mon
     runtime.configure_allocator()
     assert os.environ[runtime.ALLOCATOR_ENV] == "narenas:1"
 
+    # Polars gets as many threads as DuckDB, unless the user chose.
+    monkeypatch.setattr(runtime, "_polars_set_here", False)
+    monkeypatch.delenv(runtime.POLARS_THREADS_ENV, raising=False)
+    monkeypatch.delenv("NSIGHT_DOCTOR_THREADS")
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    runtime.configure_polars()
+    assert os.environ[runtime.POLARS_THREADS_ENV] == "8"
+    monkeypatch.setenv(runtime.POLARS_THREADS_ENV, "3")
+    runtime.configure_polars()
+    assert os.environ[runtime.POLARS_THREADS_ENV] == "3"
 
-def test_archive_workers_get_the_allocator_setting_for_their_own_threads(monkeypatch):
-    """Workers inherit the parent's environment: around their start the setting follows their
-    own thread count (one thread each by default: no eager purging), unless the user set it."""
+
+def test_archive_workers_get_the_settings_for_their_own_threads(monkeypatch):
+    """Workers inherit the parent's environment: around their start the allocator setting and
+    Polars' threads follow their own thread count (one thread each by default: no eager
+    purging), unless the user set them."""
     from nsight_doctor import runtime
 
     monkeypatch.delenv(runtime.ALLOCATOR_ENV, raising=False)
+    monkeypatch.delenv(runtime.POLARS_THREADS_ENV, raising=False)
     monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", "8")
     monkeypatch.setattr(runtime, "_set_here", False)
+    monkeypatch.setattr(runtime, "_polars_set_here", False)
     runtime.configure_allocator()
+    runtime.configure_polars()
     assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
-    with runtime.allocator_for_children(1):
+    with runtime.environment_for_children(1):
         assert runtime.ALLOCATOR_ENV not in os.environ
-    with runtime.allocator_for_children(8):
+        assert os.environ[runtime.POLARS_THREADS_ENV] == "1"
+    with runtime.environment_for_children(8):
         assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
-    assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE  # the parent's, restored
+    # the parent's, restored
+    assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
+    assert os.environ[runtime.POLARS_THREADS_ENV] == "8"
 
     monkeypatch.setattr(runtime, "_set_here", False)
+    monkeypatch.setattr(runtime, "_polars_set_here", False)
     monkeypatch.setenv(runtime.ALLOCATOR_ENV, "narenas:1")  # the user's: kept for everyone
-    with runtime.allocator_for_children(1):
+    monkeypatch.setenv(runtime.POLARS_THREADS_ENV, "5")
+    with runtime.environment_for_children(1):
         assert os.environ[runtime.ALLOCATOR_ENV] == "narenas:1"
+        assert os.environ[runtime.POLARS_THREADS_ENV] == "5"
 
 
 def test_the_command_configures_the_allocator_before_duckdb_loads():
-    """The setting only works if it is in the environment when DuckDB is first imported: the
-    command sets it before importing anything that imports DuckDB."""
+    """The settings only work if they are in the environment when DuckDB and Polars are first
+    imported: the command sets them before importing anything that imports either."""
     code = textwrap.dedent(
         """
         import os, sys
-        import nsight_doctor.cli as cli  # the command's module: imports DuckDB lazily
-        assert "duckdb" not in sys.modules
+        import nsight_doctor.cli as cli  # the command's module: imports DuckDB and Polars lazily
+        assert "duckdb" not in sys.modules and "polars" not in sys.modules
         from nsight_doctor import __main__ as entry
-        cli.main = lambda: print(os.environ.get("DUCKDB_JE_MALLOC_CONF"), "duckdb" in sys.modules)
+        cli.main = lambda: print(
+            os.environ.get("DUCKDB_JE_MALLOC_CONF"), os.environ.get("POLARS_MAX_THREADS"),
+            "duckdb" in sys.modules, "polars" in sys.modules,
+        )
         entry.run()
         """
     )
-    env = {k: v for k, v in os.environ.items() if k != "DUCKDB_JE_MALLOC_CONF"}
+    env = {k: v for k, v in os.environ.items() if k not in ("DUCKDB_JE_MALLOC_CONF", "POLARS_MAX_THREADS")}
     env["NSIGHT_DOCTOR_THREADS"] = "8"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert r.stdout.split() == ["dirty_decay_ms:0,muzzy_decay_ms:0", "False"]
+    assert r.stdout.split() == ["dirty_decay_ms:0,muzzy_decay_ms:0", "8", "False", "False"]

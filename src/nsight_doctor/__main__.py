@@ -23,9 +23,10 @@ def interrupted_import(e: BaseException) -> bool:
 
 
 def run() -> None:
-    from nsight_doctor.runtime import configure_allocator
+    from nsight_doctor.runtime import configure_allocator, configure_polars
 
     configure_allocator()  # before DuckDB is imported
+    configure_polars()  # and Polars
     try:
         from nsight_doctor.cli import main
     except BaseException as e:

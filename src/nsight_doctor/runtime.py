@@ -1,5 +1,6 @@
-"""How many threads DuckDB gets, and how its allocator returns memory; no DuckDB import here,
-because the allocator reads its settings when DuckDB is first imported (``__main__.run``)."""
+"""How many threads DuckDB and Polars get, and how DuckDB's allocator returns memory; neither is
+imported here, because both read these settings from the environment when first loaded
+(``__main__.run``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from contextlib import contextmanager
 # GPU host the 2 M-kernel profile took 16.0 s with 8 threads and 15.6 s with 16, but peaked at
 # 757 MB instead of 899 MB (each thread keeps its own buffers; docs/performance.md).
 MAX_DEFAULT_THREADS = 8
+
+# Polars gets as many threads as DuckDB. On the 16-core GPU host, 8 instead of 16 for the 2 M-kernel
+# profile: 14.8 / 15.8 s and 1,542-1,586 MB against 17.3 / 14.7 s and 1,793-1,855 MB; the 195 MiB
+# metrics export 2.94 / 2.69 / 2.97 s against 3.52 / 3.09 / 2.78 s (docs/performance.md).
+POLARS_THREADS_ENV = "POLARS_MAX_THREADS"
 
 # DuckDB's allocator (its own jemalloc) keeps freed pages for a second before returning them;
 # with several threads that is hundreds of MB above DuckDB's memory limit. Returned at once:
@@ -32,8 +38,10 @@ def duckdb_threads() -> int:
     return threads_setting() or min(os.cpu_count() or 1, MAX_DEFAULT_THREADS)
 
 
-# Whether configure_allocator set ALLOCATOR_ENV (rather than the user).
+# Whether configure_allocator set ALLOCATOR_ENV, and configure_polars POLARS_THREADS_ENV (rather
+# than the user).
 _set_here = False
+_polars_set_here = False
 
 
 def configure_allocator() -> None:
@@ -47,22 +55,33 @@ def configure_allocator() -> None:
         _set_here = True
 
 
+def configure_polars() -> None:
+    """Gives Polars duckdb_threads() threads (its default is every core), unless the
+    environment already sets them. Only effective before Polars is imported."""
+    global _polars_set_here
+    if POLARS_THREADS_ENV not in os.environ:
+        os.environ[POLARS_THREADS_ENV] = str(duckdb_threads())
+        _polars_set_here = True
+
+
 @contextmanager
-def allocator_for_children(threads: int) -> Iterator[None]:
-    """Around the start of child processes that will run DuckDB on this many threads (archive
-    workers): the allocator setting that suits them, unless the user set one."""
-    if ALLOCATOR_ENV in os.environ and not _set_here:
-        yield
-        return
-    before = os.environ.get(ALLOCATOR_ENV)
-    if threads >= EAGER_PURGE_THREADS:
-        os.environ[ALLOCATOR_ENV] = EAGER_PURGE
-    else:
-        os.environ.pop(ALLOCATOR_ENV, None)
+def environment_for_children(threads: int) -> Iterator[None]:
+    """Around the start of child processes that will run DuckDB and Polars on this many threads
+    (archive workers): the allocator setting that suits them, unless the user set one, and as
+    many Polars threads, unless the user set them."""
+    before = {k: os.environ.get(k) for k in (ALLOCATOR_ENV, POLARS_THREADS_ENV)}
+    if not (ALLOCATOR_ENV in os.environ and not _set_here):
+        if threads >= EAGER_PURGE_THREADS:
+            os.environ[ALLOCATOR_ENV] = EAGER_PURGE
+        else:
+            os.environ.pop(ALLOCATOR_ENV, None)
+    if not (POLARS_THREADS_ENV in os.environ and not _polars_set_here):
+        os.environ[POLARS_THREADS_ENV] = str(threads)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(ALLOCATOR_ENV, None)
-        else:
-            os.environ[ALLOCATOR_ENV] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -6,7 +6,8 @@ only that file: it is recorded as a failure and a fresh worker takes its place. 
 started with 'spawn' (the parent holds an open DuckDB database and must not be forked), ignore
 Ctrl-C (the parent stops them), and die with the parent on Linux. Each gets its share of the
 cores for DuckDB's threads, at most runtime.MAX_DEFAULT_THREADS (``$NSIGHT_DOCTOR_THREADS``,
-when not already set), and the allocator setting for that many (runtime.allocator_for_children).
+when not already set), as many Polars threads, and the allocator setting for that many
+(runtime.environment_for_children).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from nsight_doctor.archive.worker import Task, run_task
-from nsight_doctor.runtime import MAX_DEFAULT_THREADS, allocator_for_children
+from nsight_doctor.runtime import MAX_DEFAULT_THREADS, environment_for_children
 
 
 def worker_main(conn: Connection, parts_root: str, threads: int) -> None:
@@ -70,8 +71,8 @@ class Pool:
         parent, child = self.ctx.Pipe()
         threads = max(1, min((os.cpu_count() or 1) // self.jobs, MAX_DEFAULT_THREADS))
         p = self.ctx.Process(target=worker_main, args=(child, self.parts_root, threads), daemon=True)
-        # (the worker imports DuckDB before its own code runs: its allocator is chosen here)
-        with allocator_for_children(threads):
+        # (the worker imports DuckDB and Polars before its own code runs: their settings are chosen here)
+        with environment_for_children(threads):
             p.start()
         child.close()
         return Slot(p, parent)
