@@ -127,6 +127,24 @@ def test_a_step_is_one_graph_replay_of_any_graph():
     )
 
 
+def test_a_training_loop_has_a_step_per_iteration_and_no_serving_phases(tmp_path):
+    """train_gpt2: 40 iterations of forward, backward and AdamW of a GPT-2-shaped model, the loss
+    read on the host every 10, no NVTX, the whole process traced: one step per iteration, as
+    many as the loss kernel ran (hand-written SQL over the export), and phases named by evidence,
+    not prefill or decode."""
+    con = oracle.open_export(unxz(export_of("train_gpt2"), tmp_path))
+    (iterations,) = con.execute(
+        """SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+           WHERE s.value = 'nll_loss_forward_reduce_cuda_kernel_2d'"""
+    ).fetchone()
+    got = steps_of(export_of("train_gpt2"))
+    assert iterations == 40 and list(got) == [0] and len(got[0]) == iterations
+    d = diagnosis("train_gpt2")
+    assert not {p.name for p in d.summary.phases} & LLM_PHASES
+    steady = [p for p in d.summary.phases if p.steady]
+    assert [p.name for p in steady] == ["steady"] and steady[0].steps == iterations - 1
+
+
 def test_layers_are_parts_of_a_step_not_steps():
     """hf_prefill_math: the 8 layers' kernels recur 24 times, the vocabulary projection 3:
     3 steps. The same holds without the round trip to the host that each pass ends with."""
