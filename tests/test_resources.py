@@ -483,7 +483,7 @@ def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(mon
     DuckDB's allocator is asked to return freed memory at once, unless the user configured it."""
     from nsight_doctor import runtime
 
-    monkeypatch.setattr(runtime, "_set_here", False)
+    monkeypatch.setattr(runtime, "_set_here", set())
     monkeypatch.delenv("NSIGHT_DOCTOR_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert runtime.duckdb_threads() == 8
@@ -503,7 +503,6 @@ def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(mon
     assert os.environ[runtime.ALLOCATOR_ENV] == "narenas:1"
 
     # Polars gets as many threads as DuckDB, unless the user chose.
-    monkeypatch.setattr(runtime, "_polars_set_here", False)
     monkeypatch.delenv(runtime.POLARS_THREADS_ENV, raising=False)
     monkeypatch.delenv("NSIGHT_DOCTOR_THREADS")
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
@@ -523,8 +522,7 @@ def test_archive_workers_get_the_settings_for_their_own_threads(monkeypatch):
     monkeypatch.delenv(runtime.ALLOCATOR_ENV, raising=False)
     monkeypatch.delenv(runtime.POLARS_THREADS_ENV, raising=False)
     monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", "8")
-    monkeypatch.setattr(runtime, "_set_here", False)
-    monkeypatch.setattr(runtime, "_polars_set_here", False)
+    monkeypatch.setattr(runtime, "_set_here", set())
     runtime.configure_allocator()
     runtime.configure_polars()
     assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
@@ -537,8 +535,7 @@ def test_archive_workers_get_the_settings_for_their_own_threads(monkeypatch):
     assert os.environ[runtime.ALLOCATOR_ENV] == runtime.EAGER_PURGE
     assert os.environ[runtime.POLARS_THREADS_ENV] == "8"
 
-    monkeypatch.setattr(runtime, "_set_here", False)
-    monkeypatch.setattr(runtime, "_polars_set_here", False)
+    monkeypatch.setattr(runtime, "_set_here", set())
     monkeypatch.setenv(runtime.ALLOCATOR_ENV, "narenas:1")  # the user's: kept for everyone
     monkeypatch.setenv(runtime.POLARS_THREADS_ENV, "5")
     with runtime.environment_for_children(1):

@@ -38,10 +38,13 @@ def duckdb_threads() -> int:
     return threads_setting() or min(os.cpu_count() or 1, MAX_DEFAULT_THREADS)
 
 
-# Whether configure_allocator set ALLOCATOR_ENV, and configure_polars POLARS_THREADS_ENV (rather
-# than the user).
-_set_here = False
-_polars_set_here = False
+# The variables that configure_allocator and configure_polars set (rather than the user).
+_set_here: set[str] = set()
+
+
+def _users(name: str) -> bool:
+    """Whether the user set environment variable `name` (not this module)."""
+    return name in os.environ and name not in _set_here
 
 
 def configure_allocator() -> None:
@@ -49,19 +52,17 @@ def configure_allocator() -> None:
     threads, unless the environment already configures it. Only effective before DuckDB is
     imported: the command calls it first (``__main__.run``); a program that imports
     nsight_doctor as a library keeps its own setting."""
-    global _set_here
     if ALLOCATOR_ENV not in os.environ and duckdb_threads() >= EAGER_PURGE_THREADS:
         os.environ[ALLOCATOR_ENV] = EAGER_PURGE
-        _set_here = True
+        _set_here.add(ALLOCATOR_ENV)
 
 
 def configure_polars() -> None:
     """Gives Polars duckdb_threads() threads (its default is every core), unless the
     environment already sets them. Only effective before Polars is imported."""
-    global _polars_set_here
     if POLARS_THREADS_ENV not in os.environ:
         os.environ[POLARS_THREADS_ENV] = str(duckdb_threads())
-        _polars_set_here = True
+        _set_here.add(POLARS_THREADS_ENV)
 
 
 @contextmanager
@@ -70,12 +71,12 @@ def environment_for_children(threads: int) -> Iterator[None]:
     (archive workers): the allocator setting that suits them, unless the user set one, and as
     many Polars threads, unless the user set them."""
     before = {k: os.environ.get(k) for k in (ALLOCATOR_ENV, POLARS_THREADS_ENV)}
-    if not (ALLOCATOR_ENV in os.environ and not _set_here):
+    if not _users(ALLOCATOR_ENV):
         if threads >= EAGER_PURGE_THREADS:
             os.environ[ALLOCATOR_ENV] = EAGER_PURGE
         else:
             os.environ.pop(ALLOCATOR_ENV, None)
-    if not (POLARS_THREADS_ENV in os.environ and not _polars_set_here):
+    if not _users(POLARS_THREADS_ENV):
         os.environ[POLARS_THREADS_ENV] = str(threads)
     try:
         yield
