@@ -131,16 +131,15 @@ def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
     enums = {(t.name, c.name): c.type for t in tables().values() for c in t.columns if c.type.startswith("ENUM")}
     assert ("gpu_gaps", "cause") in enums
     con = duckdb.connect()
-    for (table, column), sql_type in enums.items():
-        words = scalar(con, f"SELECT enum_range(NULL::{sql_type})")
-        # (min, max, ORDER BY and arg_min follow an ENUM's order: the same as text's only if sorted)
-        assert words == sorted(words), (table, column)
     # The words the pass makes, from the constants it makes them with (a word that only a rare
     # gap would carry must not wait for such a gap to fail the write).
     made = {"cause": set(PARTS), "next_kind": set(KIND_NAMES.values()), "first_kind": set(KIND_NAMES.values())}
     for (table, column), sql_type in enums.items():
+        words = scalar(con, f"SELECT enum_range(NULL::{sql_type})")
+        # (min, max, ORDER BY and arg_min follow an ENUM's order: the same as text's only if sorted)
+        assert words == sorted(words), (table, column)
         if column in made:
-            assert set(scalar(con, f"SELECT enum_range(NULL::{sql_type})")) == made[column], (table, column)
+            assert set(words) == made[column], (table, column)
     # A word the pass makes that tables.yaml does not list fails the write, not the reader.
     write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["cpu"]}))
     assert con.execute("SELECT cause FROM gpu_gaps WHERE cause = 'cpu'").fetchall() == [("cpu",)]
