@@ -18,7 +18,7 @@ def test_rules_connection_is_closed_to_files_and_settings(kept, tmp_path):
     by the built-in rules only, the one SELECT that rules.check_select parsed runs)."""
     db = tmp_path / "run.duckdb" if kept else None
     built = store.build([sample("decode_b1_graphs")], db=db)
-    assert (built.memory is None) == kept
+    assert (built.builder is None) == kept
     try:
         con = built.connect()
         if kept:
@@ -38,20 +38,25 @@ def test_rules_connection_is_closed_to_files_and_settings(kept, tmp_path):
     finally:
         built.close()
     assert db is None or db.exists()
-    assert built.memory is None and built.spill is None
+    assert built.builder is None and built.spill is None
     if not kept:
         with pytest.raises(duckdb.Error):
             con.execute("SELECT 1")  # an in-memory store ends with close()
 
 
-def test_large_inputs_go_to_a_temporary_file_removed_on_close(monkeypatch):
+def test_large_inputs_go_to_a_temporary_file_removed_on_close(monkeypatch, tmp_path):
+    """Above IN_MEMORY_MAX_MB the store is a file, still read through the sandboxed connection
+    that built it; close() removes the file and its folder."""
     monkeypatch.setattr(store, "IN_MEMORY_MAX_MB", 0)
     built = store.build([sample("decode_b1_graphs")])
     try:
-        assert built.memory is None and built.path is not None and built.path.exists()
+        assert built.builder is not None and built.path is not None and built.path.exists()
         con = built.connect()
+        assert con.execute("SELECT count(*) > 0 FROM kernels").fetchall() == [(True,)]
         with pytest.raises(duckdb.Error):
-            con.execute("CREATE TABLE x (a INTEGER)")
+            con.execute("SELECT * FROM read_csv('/etc/passwd')")
+        with pytest.raises(duckdb.Error):
+            con.execute(f"ATTACH '{tmp_path / 'x.duckdb'}' AS x")
         con.close()
     finally:
         built.close()

@@ -491,8 +491,8 @@ def test_the_rules_store_never_loaded_the_sqlite_reader(tmp_path, where):
     it, locked down and read-only."""
     from nsight_doctor import store
 
-    built = store.build([GRAPHS], db=tmp_path / "store.duckdb" if where == "db" else None, in_memory=False)
-    assert built.memory is None
+    built = store.build([GRAPHS], db=tmp_path / "store.duckdb" if where == "db" else None, reopen=True)
+    assert built.builder is None
     try:
         con = built.connect()
         assert con.execute("SELECT count(*) > 0 FROM base_kernels").fetchall() == [(True,)]
@@ -518,7 +518,7 @@ def test_the_in_memory_store_loads_no_extension_though_built_to_skip_signatures(
     from nsight_doctor import store
 
     built = store.build([GRAPHS])
-    assert built.memory is not None
+    assert built.builder is not None
     # (an unsigned copy of the reader: the loaded reader itself is a no-op to LOAD again)
     fake = tmp_path / "unsigned.duckdb_extension"
     reader = next(Path(pkg.__file__).parent.glob("extensions/*/sqlite_scanner.duckdb_extension"))

@@ -167,7 +167,7 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                 on_memory_limit=heard_limit,
                 # Rules from --rules are anyone's SQL: they read a store in a file, opened in a
                 # fresh DuckDB instance that never loaded the SQLite reader (store.py).
-                in_memory=not opts.rules_dirs,
+                reopen=bool(opts.rules_dirs),
             )
         try:
             con = built.connect()

@@ -192,9 +192,9 @@ def save_rule_data(key: str, data: dict[str, Any]) -> None:
 # and its settings (checkpoint, enable_logging).
 TABLE_FUNCTIONS_ALLOWED = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
 # The SQLite reader's table functions, refused too: they open any SQLite file whatever the
-# sandbox says (sqlite_attach can replace the store's views) and stay loaded in an in-memory store
-# (store.py), which only the built-in rules read; test_untrusted.py checks that these are all
-# the reader adds.
+# sandbox says (sqlite_attach can replace the store's views) and stay loaded in the instance that
+# built the store, which only the built-in rules read (store.py); test_untrusted.py checks that
+# these are all the reader adds.
 SQLITE_READER_FUNCTIONS = frozenset({"sqlite_scan", "sqlite_attach", "sqlite_query"})
 # Other functions a rule may not call: json_serialize_plan plans SQL given as a string, which
 # opens the SQLite files its table functions name; finalize and combine take an aggregate's

@@ -11,10 +11,11 @@ these.
 Where the database lives:
 - with --db, in that file: written under a temporary name, renamed when complete, then
   reopened read-only for the rules;
-- without it, for inputs of up to IN_MEMORY_MAX_MB of data, in memory: the summary and the
-  built-in rules read it through the connection that built it, sandboxed;
-- without it, for larger inputs, or when rules from --rules will read it (``in_memory=False``),
-  in a temporary file, reopened read-only like --db's.
+- when rules from --rules will read it (``reopen=True``), in a temporary file, reopened
+  read-only like --db's;
+- otherwise the summary and the built-in rules read it through the connection that built it,
+  sandboxed: in memory for inputs of up to IN_MEMORY_MAX_MB of data, else in a temporary file
+  (its large tables are written compressed as they are made, so they do not stay in memory).
 
 A store in a file is read in a DuckDB instance of its own, which never loaded the SQLite reader
 that ingest uses: an extension whose table functions open any SQLite file whatever the sandbox
@@ -175,9 +176,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
 
 
 class Store:
-    """A built store: in a file (``path``), or in memory (``path`` None) behind the connection
-    that built it. ``connect()`` gives a sandboxed connection that reads it; ``close()`` removes
-    what the store left (a temporary file, the spill folder) and ends an in-memory one."""
+    """A built store: in a file (``path``), or in memory (``path`` None), read either through
+    the connection that built it (``builder``) or, without one, in a fresh read-only instance.
+    ``connect()`` gives a sandboxed connection that reads it; ``close()`` ends the builder and
+    removes what the store left (a temporary file, the spill folder)."""
 
     def __init__(
         self,
@@ -185,7 +187,7 @@ class Store:
         inputs: list[InputInfo],
         temporary: bool,
         config: dict | None = None,
-        memory: duckdb.DuckDBPyConnection | None = None,
+        builder: duckdb.DuckDBPyConnection | None = None,
         spill: Path | None = None,
     ):
         self.path = path
@@ -194,13 +196,13 @@ class Store:
         self.config = {
             k: v for k, v in (config or {}).items() if k in ("memory_limit", "threads", "asof_loop_join_threshold")
         }
-        self.memory = memory
+        self.builder = builder
         self.spill = spill
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        if self.memory is not None:
+        if self.builder is not None:
             # Sandboxed when built: the settings are the database's, and locked.
-            return self.memory.cursor()
+            return self.builder.cursor()
         assert self.path is not None
         # Queries that outgrow the memory limit spill to a private folder (DuckDB's default,
         # <store>.tmp, would put it beside a --db file), removed by close().
@@ -214,9 +216,9 @@ class Store:
         return con
 
     def close(self) -> None:
-        if self.memory is not None:
-            self.memory.close()
-            self.memory = None
+        if self.builder is not None:
+            self.builder.close()
+            self.builder = None
         if self.spill is not None:
             shutil.rmtree(self.spill, ignore_errors=True)
             self.spill = None
@@ -224,12 +226,12 @@ class Store:
             remove_db(self.path, with_folder=True)
 
 
-# Inputs of up to this much data (data_bytes) are analysed in an in-memory store: no file to
-# write, checkpoint and reopen, and no compression. On 2 cores: a 125 MB export in 5.9 s instead
-# of 7.3 s, 260 MB in 13.7 s instead of 15.5 s, the 7.5 MB sample 5-18% faster. Larger inputs go
-# to a file, whose tables are compressed: in memory, the 496 MB export outgrew the default
-# memory limit and spilled, 27.7 s instead of 23.4 s (docs/performance.md, fifth run).
-IN_MEMORY_MAX_MB = 256
+# Inputs of up to this much data (data_bytes) are analysed in an in-memory store: nothing is
+# written to disk. Larger ones go to a temporary file, still read through the building
+# connection: its large tables are compressed as they are written and leave memory (a 204 MB
+# export with 6.2 M GPU metric samples peaks 130 MB lower at the same speed; 125 MB of kernels
+# 60-120 MB lower, 2-4% slower: docs/performance.md, sixteenth run).
+IN_MEMORY_MAX_MB = 64
 
 
 def build(
@@ -241,7 +243,7 @@ def build(
     memory_limit: str | None = None,
     export_timeout: float | None = None,
     on_memory_limit: Callable[[str], None] | None = None,
-    in_memory: bool = True,
+    reopen: bool = False,
 ) -> Store:
     """Ingests the inputs into a new DuckDB database (the module's docstring says where) and
     creates the views.
@@ -250,9 +252,11 @@ def build(
     reopen()); memory_limit is DuckDB's (e.g. "2GB"; default: store_config's estimate, raised
     after reading by rows_memory_limit); on_memory_limit hears the limit in force, first and
     when it is raised; export_timeout bounds each nsys export, in seconds (None: no bound);
-    in_memory=False keeps even a small input's store in a (temporary) file."""
+    reopen=True writes even a small input's store to a (temporary) file and reads it in a fresh
+    instance, as --db does."""
     final: Path | None  # where the store ends up; None: in memory
     tmp: Path | None  # where it is written
+    keep = db is None and not reopen  # read through the building connection
     if db is not None:
         final = Path(db)
         if final.exists():
@@ -261,7 +265,7 @@ def build(
             raise InputError(f"'{final.parent}' does not exist (from --db)")
         tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
         temporary = False
-    elif in_memory and data_bytes(inputs) <= IN_MEMORY_MAX_MB << 20:
+    elif keep and data_bytes(inputs) <= IN_MEMORY_MAX_MB << 20:
         final = tmp = None
         temporary = True
     else:
@@ -298,12 +302,13 @@ def build(
         extra = {"tool_version": __version__, **(meta or {})}
         con.execute(f"CREATE TABLE nsight_doctor_meta ({', '.join(f'{quote(k)} VARCHAR' for k in extra)})")
         insert_rows(con, "nsight_doctor_meta", [tuple(extra.values())])
-        if tmp is None:
+        if keep:
             # Rules are data from users: they may read the store, nothing else.
             sandbox(con)
-            return Store(None, infos, temporary, config, memory=con, spill=spill)
+            return Store(tmp, infos, temporary, config, builder=con, spill=spill)
         con.close()
-        if final is not None and tmp != final:
+        assert tmp is not None and final is not None  # (a store not kept is a file)
+        if tmp != final:
             os.replace(tmp, final)
     except BaseException:
         if con is not None:
@@ -313,7 +318,6 @@ def build(
         shutil.rmtree(spill, ignore_errors=True)
         raise
     shutil.rmtree(spill, ignore_errors=True)
-    assert final is not None
     return Store(final, infos, temporary, config)
 
 
