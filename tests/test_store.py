@@ -11,17 +11,23 @@ from nsight_doctor.db import scalar
 from nsight_doctor.errors import InputError
 
 
-@pytest.mark.parametrize("kept", [False, True], ids=["in-memory", "db-file"])
-def test_rules_connection_is_closed_to_files_and_settings(kept, tmp_path):
-    """Small inputs are analysed in memory, --db stores in a file: either way a rule's
-    connection reads the store and nothing else; a file store is also read-only (in memory, read
-    by the built-in rules only, the one SELECT that rules.check_select parsed runs)."""
-    db = tmp_path / "run.duckdb" if kept else None
+@pytest.mark.parametrize("where", ["in-memory", "temporary-file", "db-file"])
+def test_rules_connection_is_closed_to_files_and_settings(where, tmp_path, monkeypatch):
+    """Small inputs are analysed in memory, larger ones in a temporary file, both read through
+    the sandboxed connection that built them; --db stores in a file, reopened read-only. Either
+    way a rule's connection reads the store and nothing else (through the building connection,
+    read by the built-in rules only, the one SELECT that rules.check_select parsed runs), and
+    close() removes what a temporary store left."""
+    if where == "temporary-file":
+        monkeypatch.setattr(store, "IN_MEMORY_MAX_MB", 0)
+    db = tmp_path / "run.duckdb" if where == "db-file" else None
     built = store.build([sample("decode_b1_graphs")], db=db)
-    assert (built.builder is None) == kept
+    assert (built.builder is None) == (where == "db-file")
+    assert (built.path is None) == (where == "in-memory")
     try:
+        assert built.path is None or built.path.exists()
         con = built.connect()
-        if kept:
+        if where == "db-file":
             with pytest.raises(duckdb.Error):
                 con.execute("CREATE TABLE x (a INTEGER)")
             with pytest.raises(duckdb.Error):
@@ -37,30 +43,14 @@ def test_rules_connection_is_closed_to_files_and_settings(kept, tmp_path):
         assert con.execute("SELECT count(*) > 0 FROM kernels").fetchall() == [(True,)]
     finally:
         built.close()
-    assert db is None or db.exists()
     assert built.builder is None and built.spill is None
-    if not kept:
+    if where == "db-file":
+        assert db is not None and db.exists()
+    else:
         with pytest.raises(duckdb.Error):
-            con.execute("SELECT 1")  # an in-memory store ends with close()
-
-
-def test_large_inputs_go_to_a_temporary_file_removed_on_close(monkeypatch, tmp_path):
-    """Above IN_MEMORY_MAX_MB the store is a file, still read through the sandboxed connection
-    that built it; close() removes the file and its folder."""
-    monkeypatch.setattr(store, "IN_MEMORY_MAX_MB", 0)
-    built = store.build([sample("decode_b1_graphs")])
-    try:
-        assert built.builder is not None and built.path is not None and built.path.exists()
-        con = built.connect()
-        assert con.execute("SELECT count(*) > 0 FROM kernels").fetchall() == [(True,)]
-        with pytest.raises(duckdb.Error):
-            con.execute("SELECT * FROM read_csv('/etc/passwd')")
-        with pytest.raises(duckdb.Error):
-            con.execute(f"ATTACH '{tmp_path / 'x.duckdb'}' AS x")
-        con.close()
-    finally:
-        built.close()
-    assert built.path is not None and not built.path.exists() and not built.path.parent.exists()
+            con.execute("SELECT 1")  # a store read through its builder ends with close()
+    if where == "temporary-file":
+        assert built.path is not None and not built.path.exists() and not built.path.parent.exists()
 
 
 def test_db_file_is_written_atomically(tmp_path):

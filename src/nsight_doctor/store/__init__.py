@@ -229,8 +229,8 @@ class Store:
 # Inputs of up to this much data (data_bytes) are analysed in an in-memory store: nothing is
 # written to disk. Larger ones go to a temporary file, still read through the building
 # connection: its large tables are compressed as they are written and leave memory (a 204 MB
-# export with 6.2 M GPU metric samples peaks 130 MB lower at the same speed; 125 MB of kernels
-# 60-120 MB lower, 2-4% slower: docs/performance.md, sixteenth run).
+# export with 6.2 M GPU metric samples peaks 130-145 MB lower, at the same speed on 2 cores and
+# 10-15% slower on 16; 125 MB of kernels 60-120 MB lower: docs/performance.md, sixteenth run).
 IN_MEMORY_MAX_MB = 64
 
 
