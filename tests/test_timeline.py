@@ -284,6 +284,48 @@ def test_gaps_made_in_chunks_are_the_gaps_made_at_once(name, tmp_path, monkeypat
         assert chunked[table] == rows, table
 
 
+def test_the_outermost_calls_are_what_a_plain_loop_keeps():
+    """flatten keeps each thread's outermost calls (a call that begins inside another of its
+    thread is part of it, the longer first at one start), in thread and start order, with the
+    time since the previous and until the next; as a loop over the sorted calls finds them,
+    with threads whose ids pack into one number or not (a null id)."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline.load import flatten
+
+    ids = hs.one_of(hs.none(), hs.integers(0, 3))
+    call = hs.tuples(ids, hs.integers(0, 2), hs.integers(0, 40), hs.integers(1, 15))
+
+    @settings(max_examples=200, deadline=None)
+    @given(hs.lists(call, max_size=25))
+    def check(rows):
+        # (distinct (thread, start, end): which of two identical calls is kept is not defined)
+        rows = list({(p, t, s, s + d): None for p, t, s, d in rows})
+        calls = pl.DataFrame(
+            rows, schema={"pid": pl.Int64, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row"
+        )
+        got = flatten(calls)
+        key = lambda r: (r[0] is not None, r[0] or 0, r[1], r[2], -r[3])  # noqa: E731 (nulls first, as Polars)
+        kept: list = []
+        last: dict = {}
+        for p, t, s, e in sorted(rows, key=key):
+            if (p, t) in last and s < last[(p, t)][1]:
+                last[(p, t)] = (last[(p, t)][0], max(last[(p, t)][1], e))
+                continue
+            kept.append((p, t, s, e))
+            last[(p, t)] = (len(kept) - 1, max(e, last.get((p, t), (0, e))[1]))
+        assert got.select("pid", "tid", "start", "end").rows() == kept
+        for i, (p, t, s, e) in enumerate(kept):
+            before = s - kept[i - 1][3] if i and kept[i - 1][:2] == (p, t) else None
+            after = kept[i + 1][2] - e if i + 1 < len(kept) and kept[i + 1][:2] == (p, t) else None
+            assert got.row(i, named=True)["before"] == before and got.row(i, named=True)["after"] == after
+        assert got["ci"].to_list() == list(range(len(kept)))
+
+    check()
+
+
 def test_the_calls_around_a_span_give_its_windows_what_all_calls_give():
     """A chunk's windows read only the calls around its span: from the first call ending
     after it begins to the first beginning after it ends. A window between two calls of its

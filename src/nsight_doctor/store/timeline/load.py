@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import duckdb
 import polars as pl
 
@@ -66,7 +68,7 @@ def first_distinct(df: pl.DataFrame, keys: list[str]) -> pl.Series:
     """Whether each row is the first with its values of keys (is_first_distinct over a struct
     of them), over packed keys where they pack."""
     one = packed([df], keys)
-    if not one or one[0].approx_n_unique() < df.height // 4:
+    if not one or cast(int, one[0].approx_n_unique()) < df.height // 4:
         return (one[0] if one else df.select(pl.struct(keys)).to_series()).is_first_distinct()
     # Mostly distinct keys (correlation ids): is_first_distinct's hash set grows with each new
     # key, 0.7 s on 4.4 M calls on 2 cores; a stable sort finds each key's first row in 0.1 s.
@@ -157,7 +159,11 @@ def flatten(calls: pl.DataFrame) -> pl.DataFrame:
     is part of it), sorted by thread and start, with a global row number `ci` and the time
     since the thread's previous call ended (`before`) and until its next one (`after`); null
     at the thread's first and last call."""
-    c = calls.sort(["pid", "tid", "start", "end"], descending=[False, False, False, True])
+    # (the order, then the rows gathered once: sorting the whole frame held twice as much
+    # memory for a moment, 430 MB more than the frame instead of 280 MB on 4.4 M calls)
+    c = calls[
+        calls.select(pl.arg_sort_by("pid", "tid", "start", "end", descending=[False, False, False, True])).to_series()
+    ]
     c = c.with_columns(prev_max=pl.col("end").cum_max().shift(1).over("pid", "tid"))
     c = c.filter(pl.col("prev_max").is_null() | (pl.col("start") >= pl.col("prev_max"))).drop("prev_max")
     # (each thread's calls are contiguous: a shift within the thread is a shift masked where
