@@ -555,6 +555,20 @@ def test_steps_tile_their_span_and_never_overlap(built):
     assert built.execute('SELECT count(*) FROM steps WHERE "end" < start').fetchone()[0] == 0
 
 
+def test_warm_up_is_one_phase_with_the_steps_it_spans(built):
+    """Warm-up steps, the compile stretch after them and the work before the last compile are
+    one warm-up phase, not several in a row; it counts the steps that lie in it."""
+    rows = built.execute('SELECT device_id, name, start, "end" FROM phases ORDER BY device_id, start').fetchall()
+    for (d1, n1, _, e1), (d2, n2, s2, _) in itertools.pairwise(rows):
+        assert not (d1 == d2 and n1 == n2 == "warmup" and s2 == e1)
+    bad = built.execute(
+        """SELECT count(*) FROM phases p WHERE p.name = 'warmup' AND p.steps IS NOT NULL AND p.steps <> (
+               SELECT count(*) FROM steps t
+               WHERE t.device_id = p.device_id AND t.start >= p.start AND t."end" <= p."end")"""
+    ).fetchone()[0]
+    assert bad == 0
+
+
 def test_ranks_of_one_job_agree_or_say_so(built):
     rows = built.execute("SELECT device_id, occurrences, agreement FROM step_sources WHERE chosen").fetchall()
     for _, _, agreement in rows:

@@ -365,7 +365,7 @@ and `phases` tables ([schema.md](schema.md)) give the exact definitions.
 | Phase | Meaning |
 |---|---|
 | `startup` | before the first step: module loads, weight copies, allocator growth, graph capture |
-| `warmup` | leading steps much slower than the median, with the GPU mostly idle |
+| `warmup` | slow leading steps with the GPU mostly idle, and a one-off compile with the work before it |
 | `prefill` | the first step of a stretch whose work differs from the rest, or steps of long GEMMs (GPU busy) |
 | `decode` | steps of short GEMMs (weight streaming), after a prefill |
 | `mixed` | later steps that differ from the rest: continuous batching adding prompts to running decodes |

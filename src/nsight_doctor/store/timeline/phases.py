@@ -203,13 +203,14 @@ def build(
     )
 
     pieces = _cut(framed, idle)
-    pieces = _piece_steps(pieces, kinds, warm)
+    pieces, step_rows = _piece_steps(pieces, kinds, warm)
     pieces = pl.concat(
         [pieces, idle.select("device_id", "name", "start", "end", source=pl.lit("inferred"))], how="diagonal_relaxed"
     )
     pieces = _first_pass(pieces, idle)
     pieces = _setup_idle(pieces, gaps, no_steps)
     pieces = pieces.filter(pl.col("end") > pl.col("start"))
+    pieces = _merge_warmups(pieces, step_rows)
     pieces = pieces.with_columns(busy_ns=_busy_in(pieces, busy))
     return pieces.sort(["device_id", "start", "end"]).select(
         "device_id",
@@ -381,9 +382,18 @@ def _cut(framed: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
     return p.select("device_id", "run", "name", start="s", end="e", source="source")
 
 
-def _piece_steps(pieces: pl.DataFrame, kinds: pl.DataFrame, warm: pl.DataFrame) -> pl.DataFrame:
+# A phase's steps: how many, and the median and 90th percentile of those not interrupted.
+STEP_STATS = [
+    pl.len().alias("steps"),
+    pl.col("duration").filter(~pl.col("interrupted")).median().alias("step_ns_median"),
+    pl.col("duration").filter(~pl.col("interrupted")).quantile(0.9, interpolation="linear").alias("step_ns_p90"),
+]
+
+
+def _piece_steps(pieces: pl.DataFrame, kinds: pl.DataFrame, warm: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each piece's own steps: a step goes with the last piece of its run that begins before
-    its last nanosecond."""
+    its last nanosecond. Also returns the steps so placed (device_id, run, p_start: the start
+    of their piece, duration, interrupted)."""
     rows = pl.concat(
         [
             kinds.select(
@@ -412,14 +422,51 @@ def _piece_steps(pieces: pl.DataFrame, kinds: pl.DataFrame, warm: pl.DataFrame) 
         )
         .filter(pl.col("p_start").is_not_null())
     )
-    stats = j.group_by("device_id", "run", "p_start").agg(
-        steps=pl.len(),
-        step_ns_median=pl.col("duration").filter(~pl.col("interrupted")).median(),
-        step_ns_p90=pl.col("duration").filter(~pl.col("interrupted")).quantile(0.9, interpolation="linear"),
-    )
-    return pieces.join(
+    stats = j.group_by("device_id", "run", "p_start").agg(STEP_STATS)
+    placed = pieces.join(
         stats, left_on=["device_id", "run", "start"], right_on=["device_id", "run", "p_start"], how="left"
     )
+    return placed, j.select("device_id", "run", "p_start", "duration", "interrupted")
+
+
+def _merge_warmups(pieces: pl.DataFrame, step_rows: pl.DataFrame) -> pl.DataFrame:
+    """Warm-up pieces that touch (warm-up steps, the compile stretch after them, work before
+    the last compile) are one warm-up phase, with the steps of each (step_rows: _piece_steps')."""
+    p = pieces.sort(["device_id", "start", "end"])
+    warmup = pl.col("name") == "warmup"
+    touching = (
+        warmup
+        & warmup.shift(1)
+        & (pl.col("device_id") == pl.col("device_id").shift(1))
+        & (pl.col("start") == pl.col("end").shift(1))
+    ).fill_null(False)
+    p = p.with_columns(group=(~touching).cum_sum())
+    size = pl.len().over("group")
+    if p.select(size.max()).item() in (None, 1):
+        return pieces
+    alone, merged = p.filter(size == 1).drop("group"), p.filter(size > 1)
+    stats = (
+        step_rows.join(
+            merged.select("device_id", "run", "start", "group"),
+            left_on=["device_id", "run", "p_start"],
+            right_on=["device_id", "run", "start"],
+        )
+        .group_by("group")
+        .agg(STEP_STATS)
+    )
+    merged = (
+        merged.group_by("group")
+        .agg(
+            pl.col("device_id").first(),
+            pl.col("name").first(),
+            pl.col("start").min(),
+            pl.col("end").max(),
+            source=pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwise(pl.lit("inferred")),
+        )
+        .join(stats, on="group", how="left")
+        .drop("group")
+    )
+    return pl.concat([alone, merged], how="diagonal_relaxed")
 
 
 def _first_pass(pieces: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
