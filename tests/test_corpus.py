@@ -114,7 +114,7 @@ def test_a_first_pass_that_compiles_is_warm_up_not_steady_state():
     names = [p.name for p in d.summary.phases if p.device_id == 0]
     assert names == ["startup", "warmup", "steady"]
     warmup = next(p for p in d.summary.phases if p.name == "warmup")
-    assert warmup.duration_ns > 16e6 + 511e6 and warmup.busy_pct < 1
+    assert warmup.duration_ns > 16e6 + 511e6 and warmup.busy_pct is not None and warmup.busy_pct < 1
     assert d.summary.steady_state is not None and d.summary.steady_state.window_ns < 1e6
     assert not [f for f in d.findings if f.scope == "steady"]
     short = [f for f in d.findings if f.rule_id == "short-capture"]
