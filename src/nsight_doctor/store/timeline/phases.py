@@ -8,6 +8,8 @@ from nsight_doctor.store.timeline.load import GRAPH, KERNEL
 
 IDLE_NS = 100_000_000
 STEADY = ["prefill", "decode", "mixed", "steady"]
+# A phase's source: nvtx when all of its steps (or pieces) come from NVTX ranges.
+SOURCE = pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwise(pl.lit("inferred"))
 LLM_FRAMEWORKS = ["vllm", "sglang", "tensorrt-llm", "transformers"]
 BATCHING_ENGINES = ["vllm", "sglang", "tensorrt-llm"]
 TRAINING = r"(?i)backward|bwd|_grad|dgrad|wgrad|adam|optimizer|sgd_"
@@ -135,15 +137,14 @@ def build(
         pl.col("interrupted").fill_null(False)
     )
 
-    src = pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwise(pl.lit("inferred"))
     step_phases = pl.concat(
         [
             kinds.group_by("device_id", "run", "kind")
-            .agg(start=pl.col("start").min(), end=pl.col("end").max(), source=src)
+            .agg(start=pl.col("start").min(), end=pl.col("end").max(), source=SOURCE)
             .rename({"kind": "name"}),
             warm.filter("warmup")
             .group_by("device_id")
-            .agg(start=pl.col("start").min(), end=pl.col("end").max(), source=src)
+            .agg(start=pl.col("start").min(), end=pl.col("end").max(), source=SOURCE)
             .with_columns(run=pl.lit(-1, pl.Int64), name=pl.lit("warmup")),
         ],
         how="diagonal_relaxed",
@@ -461,7 +462,7 @@ def _merge_warmups(pieces: pl.DataFrame, step_rows: pl.DataFrame) -> pl.DataFram
             pl.col("name").first(),
             pl.col("start").min(),
             pl.col("end").max(),
-            source=pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwise(pl.lit("inferred")),
+            source=SOURCE,
         )
         .join(stats, on="group", how="left")
         .drop("group")
