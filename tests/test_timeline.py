@@ -516,6 +516,42 @@ def test_packed_keys_mark_and_join_as_the_columns_do():
     check()
 
 
+def test_two_sorts_order_rows_as_one_sort_over_all_the_keys():
+    """grouped_order (a sort by the later keys, then a stable one by the groups) orders rows as
+    one sort over the groups and the later keys does, nulls first or last, with descending
+    keys as negated ones (load.flatten's calls) and with packed keys (load.load_ops)."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline.load import grouped_order, packed
+
+    ids = hs.one_of(hs.none(), hs.integers(0, 3))
+    row = hs.tuples(ids, ids, hs.integers(0, 20), hs.integers(0, 20), hs.one_of(hs.none(), hs.integers(0, 9)))
+
+    @settings(max_examples=200, deadline=None)
+    @given(hs.lists(row, max_size=40), hs.booleans())
+    def check(rows, nulls_last):
+        # (distinct keys: rows that tie on every key may come in either order)
+        rows = list(dict.fromkeys(rows))
+        df = pl.DataFrame(rows, schema={k: pl.Int64 for k in "ghsec"}, orient="row")
+        want = df.select(
+            pl.arg_sort_by(
+                ["g", "h", "s", "e", "c"], descending=[False, False, False, True, False], nulls_last=nulls_last
+            )
+        ).to_series()
+        got = grouped_order(df, ["g", "h"], [pl.col("s"), -pl.col("e"), pl.col("c")], nulls_last=nulls_last)
+        assert df[got].rows() == df[want].rows()
+        # (a packed key sorts as its columns do, nulls last)
+        key = packed([df], ["e", "c"])
+        if key is not None and nulls_last:
+            by_key = grouped_order(df, ["g"], [pl.col("s"), pl.lit(key[0])], nulls_last=True)
+            want = df.select(pl.arg_sort_by(["g", "s", "e", "c"], nulls_last=True)).to_series()
+            assert df[by_key].rows() == df[want].rows()
+
+    check()
+
+
 # Invariants over every sample and the corpus ------------------------------------------------------
 
 
