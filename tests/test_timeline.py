@@ -552,6 +552,37 @@ def test_two_sorts_order_rows_as_one_sort_over_all_the_keys():
     check()
 
 
+def test_a_lookup_by_id_is_what_a_dict_gives():
+    """looked_up gives each id its key's value, the default for an id with none (null, unknown,
+    outside the table), by a table indexed by id and, for negative or huge keys, by
+    replace_strict."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline.load import looked_up
+
+    small = hs.one_of(hs.none(), hs.integers(0, 40))
+    key = hs.one_of(small, hs.integers(-3, -1), hs.integers(1 << 24, 1 << 40))
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        hs.lists(hs.one_of(key, hs.integers(41, 90)), max_size=30), hs.dictionaries(key, hs.integers(0, 9), max_size=8)
+    )
+    def check(ids, table):
+        keys = [k for k in table if k is not None]
+        got = looked_up(
+            pl.Series(ids, dtype=pl.Int64),
+            pl.Series([*keys, None], dtype=pl.Int64),
+            pl.Series([table[k] for k in keys] + [5], dtype=pl.UInt8),
+            default=7,
+        )
+        assert got.dtype == pl.UInt8
+        assert got.to_list() == [table.get(i, 7) if i is not None else 7 for i in ids]
+
+    check()
+
+
 # Invariants over every sample and the corpus ------------------------------------------------------
 
 

@@ -145,27 +145,29 @@ def load_ops(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return ops.with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
 
 
+def looked_up(ids: pl.Series, keys: pl.Series, values: pl.Series, default: int) -> pl.Series:
+    """The value of each id's key (default where it has none), as UInt8: a gather from a table
+    indexed by id when the keys are small non-negative integers (name ids), else
+    replace_strict. (replace_strict joins: 150 MB more for a moment on 4.4 M calls.)"""
+    known = keys.is_not_null()
+    keys, values = keys.filter(known), values.filter(known)
+    low, top = cast(int, keys.min() if keys.len() else -1), cast(int, keys.max() if keys.len() else -1)
+    if low < 0 or top >= 1 << 24:
+        return ids.replace_strict(keys, values, default=default, return_dtype=pl.UInt8)
+    table = cast(pl.Series, pl.repeat(default, top + 1, dtype=pl.UInt8, eager=True)).scatter(keys, values)
+    inside = ids.is_between(0, top)
+    return table.gather(pl.select(pl.when(inside).then(ids)).to_series()).fill_null(default)
+
+
 def load_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Every CUDA call, with its thread state (STATES) and name id; nested calls are kept
     (flatten() keeps the outermost)."""
-    calls = read(
-        con,
-        """
-        SELECT c.pid, c.tid, c.start, c."end", c.correlation_id AS corr, c.name_id,
-               n.category, coalesce(n.one_time, false) AS one_time, b.start IS NOT NULL AS blocking,
-               b.reason IN ('sync_copy', 'sync_memset') AS blocking_copy
-        FROM base_api_calls c
-        LEFT JOIN api_names_t n ON n.name_id = c.name_id
-        LEFT JOIN (SELECT pid, tid, start, min(reason) AS reason FROM blocking_calls GROUP BY ALL) b
-               ON b.pid = c.pid AND b.tid = c.tid AND b.start = c.start
-        """,
-    )
-    state = (
-        pl.when(pl.col("blocking_copy").fill_null(False))
-        .then(STATE["blocking_copy"])
-        .when(pl.col("blocking"))
-        .then(STATE["blocking"])
-        .when(pl.col("category").is_in(["launch", "graph_launch"]))
+    # (the two small tables are joined here, not in SQL: joined there, the calls took 0.5-1 s
+    # to read on 4.4 M calls on 2 cores and 380 MB more than their frame, here 0.2 s and 35 MB)
+    calls = read(con, 'SELECT pid, tid, start, "end", correlation_id AS corr, name_id FROM base_api_calls')
+    names = read(con, "SELECT name_id, category, coalesce(one_time, false) AS one_time FROM api_names_t")
+    by_name = names.select(
+        pl.when(pl.col("category").is_in(["launch", "graph_launch"]))
         .then(STATE["launch"])
         .when(pl.col("category") == "module")
         .then(STATE["module"])
@@ -176,8 +178,26 @@ def load_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         .when(pl.col("category").is_in(["memcpy", "memset"]))
         .then(STATE["copy"])
         .otherwise(STATE["other"])
+        .cast(pl.UInt8)
+    ).to_series()
+    state = looked_up(calls["name_id"], names["name_id"], by_name, STATE["other"])
+    # The blocking calls (few): found among the calls that begin when one of them does.
+    blocking = read(
+        con,
+        """
+        SELECT pid, tid, start,
+               CASE WHEN min(reason) IN ('sync_copy', 'sync_memset') THEN {copy} ELSE {blocking} END AS state
+        FROM blocking_calls GROUP BY ALL
+        """.format(copy=STATE["blocking_copy"], blocking=STATE["blocking"]),
     )
-    return calls.select("pid", "tid", "start", "end", "corr", "name_id", state.cast(pl.UInt8).alias("state"))
+    maybe = calls["start"].is_in(blocking["start"].implode()).arg_true()
+    hit = (
+        calls.select("pid", "tid", "start")
+        .gather(maybe)
+        .with_columns(row=maybe)
+        .join(blocking.with_columns(pl.col("state").cast(pl.UInt8)), on=["pid", "tid", "start"])
+    )
+    return calls.with_columns(state=state.scatter(hit["row"], hit["state"]))
 
 
 def same_thread(n: int) -> pl.Expr:
