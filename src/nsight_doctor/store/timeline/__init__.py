@@ -291,24 +291,26 @@ def choose_steps(
     names = labels(out, lv.select("device_id", "anchor").unique())
     pick = pick.join(names, on=["device_id", "anchor"], how="left")
     anchor = steps_mod.boundaries(seq, occ, pick, trips)
-    anchor = anchor.join(
-        pick.select(
-            "device_id",
-            "marker",
-            "rank",
-            "reg",
-            "members",
-            "marks",
-            source=pl.when(pl.col("rank") == 2).then(pl.lit("graph")).otherwise(pl.lit("kernel")),
-        ),
-        on="device_id",
+    chosen = pick.select(
+        "device_id",
+        "marker",
+        "rank",
+        "reg",
+        "members",
+        "marks",
+        source=pl.when(pl.col("rank") == 2).then(pl.lit("graph")).otherwise(pl.lit("kernel")),
     )
-    anchor = anchor.with_columns(
-        confidence=pl.struct("rank", "reg", "members", "source").map_elements(
-            lambda r: steps_mod.confidence(r["rank"], r["reg"], r["members"], r["source"]), return_dtype=pl.String
-        ),
-        kind_hint=pl.lit(None, pl.String),
+    # (a GPU's choice has one confidence, given to each of its steps)
+    chosen = chosen.with_columns(
+        confidence=pl.Series(
+            [
+                steps_mod.confidence(r["rank"], r["reg"], r["members"], r["source"])
+                for r in chosen.iter_rows(named=True)
+            ],
+            dtype=pl.String,
+        )
     )
+    anchor = anchor.join(chosen, on="device_id").with_columns(kind_hint=pl.lit(None, pl.String))
     nvs = steps_mod.nvtx_steps(nv, nv_pick).with_columns(
         source=pl.lit("nvtx"),
         marker=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"),
