@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -172,14 +173,27 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
         try:
             con = built.connect()
             try:
-                stage = "summarising"
+                # The summary is read beside the rules (its queries, one at a time, leave cores
+                # idle); the rules need only its window, to grade their findings.
                 if opts.progress:
                     opts.progress("summary")
-                summ = summary.summarize(con, opts.largest_gaps)
-                stage = "running the rules"
-                if opts.progress:
-                    opts.progress("rules")
-                findings, skipped = rules.evaluate(con, chosen, opts.rule_timeout, summ.impact_window()[0])
+                side = con.cursor()
+                try:
+                    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="summary") as pool:
+                        pending = pool.submit(summary.summarize, side, opts.largest_gaps)
+                        try:
+                            stage = "running the rules"
+                            if opts.progress:
+                                opts.progress("rules")
+                            found, skipped = rules.run(con, chosen, opts.rule_timeout)
+                        except BaseException:
+                            side.interrupt()
+                            raise
+                        stage = "summarising"
+                        summ = pending.result()
+                finally:
+                    side.close()
+                findings = rules.graded(found, summ.impact_window()[0])
                 datasets = {}
                 if opts.report_data:
                     stage = "reading the charts' data"

@@ -418,15 +418,16 @@ def view_has_rows(con: duckdb.DuckDBPyConnection, view: str) -> bool:
 DEFAULT_TIMEOUT = 300.0
 
 
-def evaluate(
-    con: duckdb.DuckDBPyConnection,
-    rules: list[Rule],
-    timeout: float | None = DEFAULT_TIMEOUT,
-    window_ns: int | None = None,
-) -> tuple[list[Finding], list[Skipped]]:
-    """The rules' findings, graded (window_ns: the time an impact is a share of where the rule
-    gives none) and ranked, and the rules skipped for want of data; each query of a rule may
-    take ``timeout`` seconds, within the store's memory limit."""
+def graded(found: list[tuple[Rule, list[Finding]]], window_ns: int | None) -> list[Finding]:
+    """run()'s findings graded (window_ns: the time an impact is a share of where none is given), ranked."""
+    return rank([grade(f, rule.severity, window_ns) for rule, findings in found for f in findings])
+
+
+def run(
+    con: duckdb.DuckDBPyConnection, rules: list[Rule], timeout: float | None = DEFAULT_TIMEOUT
+) -> tuple[list[tuple[Rule, list[Finding]]], list[Skipped]]:
+    """Each rule run with its findings (for graded()), and the rules skipped for want of data;
+    a query of a rule may take ``timeout`` seconds."""
     skipped: list[Skipped] = []
     has_rows: dict[str, bool] = {}
     runnable = []
@@ -443,8 +444,7 @@ def evaluate(
             # (checked here, in this thread: the parser's connection is shared)
             runnable.append((rule, statements_of(rule)))
     results = in_parallel(con, runnable, lambda cur, job: evaluate_rule(cur, job[0], timeout, job[1]), RULE_WORKERS)
-    findings = [grade(f, rule.severity, window_ns) for (rule, _), found in zip(runnable, results) for f in found]
-    return rank(findings), skipped
+    return [(rule, found) for (rule, _), found in zip(runnable, results)], skipped
 
 
 # Rules run this many at a time, each through a cursor of its own (a connection to the same
