@@ -162,8 +162,8 @@ def looked_up(ids: pl.Series, keys: pl.Series, values: pl.Series, default: int) 
 def load_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Every CUDA call, with its thread state (STATES) and name id; nested calls are kept
     (flatten() keeps the outermost)."""
-    # (the two small tables are joined here, not in SQL: joined there, the calls took 0.5-1 s
-    # to read on 4.4 M calls on 2 cores and 380 MB more than their frame, here 0.2 s and 35 MB)
+    # (the two small tables are joined here, not in SQL: joined there, 4.4 M calls took 0.5-1 s
+    # to read on 2 cores and 100 MB more at the peak than here, in 0.2 s)
     calls = read(con, 'SELECT pid, tid, start, "end", correlation_id AS corr, name_id FROM base_api_calls')
     names = read(con, "SELECT name_id, category, coalesce(one_time, false) AS one_time FROM api_names_t")
     by_name = names.select(
