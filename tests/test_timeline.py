@@ -583,6 +583,39 @@ def test_a_lookup_by_id_is_what_a_dict_gives():
     check()
 
 
+def test_each_operation_gets_the_first_call_of_its_correlation_id():
+    """gaps.launchers: each operation's launch call is the first call (in the calls' order) of
+    its process and correlation id, none when either is null or no call has them; by a binary
+    search over packed keys, and by a join where keys do not pack (a negative id)."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline.gaps import launchers
+
+    pid = hs.one_of(hs.none(), hs.integers(0, 2))
+    corr = hs.one_of(hs.none(), hs.integers(0, 6))
+
+    @settings(max_examples=300, deadline=None)
+    @given(hs.lists(hs.tuples(pid, corr), max_size=25), hs.lists(hs.tuples(pid, corr), max_size=25), hs.booleans())
+    def check(ops, calls, unpackable):
+        calls = calls + [(-1, 0)] * unpackable  # (a negative id: the join)
+        o = pl.DataFrame(ops, schema={"pid": pl.Int64, "corr": pl.Int64}, orient="row")
+        c = pl.DataFrame(
+            [(p, k, 100 + i, 10 * i, 10 * i + 5, 1000 + i, i) for i, (p, k) in enumerate(calls)],
+            schema={k: pl.Int64 for k in ("pid", "corr", "tid", "start", "end", "name_id", "ci")},
+            orient="row",
+        )
+        got = launchers(o, c).rows()
+        want = []
+        for p, k in ops:
+            i = next((i for i, (q, m) in enumerate(calls) if None not in (p, k) and (q, m) == (p, k)), None)
+            want.append((None,) * 4 if i is None else (100 + i, 10 * i, 10 * i + 5, 1000 + i))
+        assert got == want
+
+    check()
+
+
 # Invariants over every sample and the corpus ------------------------------------------------------
 
 

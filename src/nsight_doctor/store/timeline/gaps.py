@@ -32,23 +32,30 @@ LONG_GAP_NS = 100_000  # gaps this long get the CPU's CUDA time by kind and top_
 
 
 def launchers(ops: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """The call that issued each operation, matched by process and correlation id: tid,
-    launch_start, launch_end, launch_name_id (the first such call when several share the id;
-    null when none is traced), a row per operation in ops' order."""
-    # (is_first_distinct keeps the first row as unique(keep="first", maintain_order=True)
-    # does, in half its time on 4 M calls; only the calls' row numbers are joined, and their
-    # columns gathered after, because a join copies every column on both sides)
-    first = calls.select("pid", "corr", "ci").filter(
-        pl.col("corr").is_not_null() & first_distinct(calls, ["pid", "corr"])
-    )
-    keys = packed([ops, first], ["pid", "corr"])
+    """The call that issued each operation, matched by process and correlation id (a null
+    matches nothing): tid, launch_start, launch_end, launch_name_id (the first such call when
+    several share the id; null when none is traced), a row per operation in ops' order."""
+    keys = packed([ops, calls], ["pid", "corr"])
     if keys:
-        found = pl.DataFrame({"key": keys[0]}).join(
-            first.select("ci", key=keys[1]), on="key", how="left", maintain_order="left"
+        # The calls' keys sorted stably (a key's first call comes first), and a binary search
+        # per operation for the leftmost: 0.18 s on 2 M operations and 4.4 M calls on 2 cores,
+        # where marking each key's first call and joining took 0.47 s.
+        by_key = (
+            pl.DataFrame({"key": keys[1], "ci": calls["ci"]})
+            .filter(calls["corr"].is_not_null() & calls["pid"].is_not_null())
+            .sort("key", maintain_order=True)
         )
+        at = by_key["key"].search_sorted(keys[0], side="left")
+        at = pl.select(pl.when(at < by_key.height).then(at)).to_series()
+        found = (by_key["key"].gather(at) == keys[0]) & ops["corr"].is_not_null() & ops["pid"].is_not_null()
+        ci = pl.select(pl.when(found).then(by_key["ci"].gather(at))).to_series()
     else:
-        found = ops.select("pid", "corr").join(first, on=["pid", "corr"], how="left", maintain_order="left")
-    ci = found["ci"]
+        # (is_first_distinct keeps the first row as unique(keep="first", maintain_order=True)
+        # does; only the calls' row numbers are joined, and their columns gathered after)
+        first = calls.select("pid", "corr", "ci").filter(
+            pl.col("corr").is_not_null() & first_distinct(calls, ["pid", "corr"])
+        )
+        ci = ops.select("pid", "corr").join(first, on=["pid", "corr"], how="left", maintain_order="left")["ci"]
     # (a gather in an expression: frame[ci] fails when every ci is null)
     return calls.select("tid", launch_start="start", launch_end="end", launch_name_id="name_id").select(
         pl.all().gather(ci)
