@@ -350,10 +350,11 @@ def test_the_calls_around_a_span_give_its_windows_what_all_calls_give():
         )
     )
     windows = pl.DataFrame({"wid": [0, 1], "pid": [1, 2], "tid": [1, 2], "w0": [20, 22], "w1": [30, 28]})
-    near = threads.around(calls, threads.Lines(calls), 20, 30)
+    near, near_lines = threads.around(calls, threads.Lines(calls), 20, 30)
     assert near.height < calls.height
-    got = threads.by_state(threads.bounds(windows, near), near).sort("wid")
+    got = threads.by_state(threads.bounds(windows, near, near_lines), near).sort("wid")
     assert got.equals(threads.by_state(threads.bounds(windows, calls), calls).sort("wid"))
+    assert got.equals(threads.by_state(threads.bounds(windows, near), near).sort("wid"))
     assert got.row(0, named=True)["gap_short"] == 10
     assert got.row(1, named=True)["blocking"] == 6
 
@@ -426,9 +427,18 @@ def test_the_calls_around_a_span_are_found_by_search_as_by_reading_every_call():
                 want.append(r["ci"])
             if r["start"] >= t1:
                 began[key] = True
-        near = threads.around(calls, threads.Lines(calls), t0, t1)
+        near, near_lines = threads.around(calls, threads.Lines(calls), t0, t1)
         assert calls[want]["start"].to_list() == near["start"].to_list()
         assert calls[want]["tid"].to_list() == near["tid"].to_list()
+        # A window within the span, on each thread (and one with no calls), reads the same from
+        # the calls around it, with the lines around gives, as from all of the calls.
+        windows = pl.DataFrame(
+            {"wid": [0, 1, 2, 3], "pid": [1] * 4, "tid": [1, 2, 3, 4], "w0": [t0] * 4, "w1": [t1] * 4},
+            schema_overrides={"pid": pl.Int64, "tid": pl.Int64, "w0": pl.Int64, "w1": pl.Int64},
+        )
+        if calls.height:
+            got = threads.by_state(threads.bounds(windows, near, near_lines), near).sort("wid")
+            assert got.equals(threads.by_state(threads.bounds(windows, calls), calls).sort("wid"))
 
     check()
 

@@ -206,9 +206,9 @@ def idle_gaps(
         cols = ["start", "end", "duration", "pid", "tpid", "ttid", "launch_start", "launch_end", "first_launch"]
         pieces = g.select(*cols, pid_id=pl.int_range(pl.len()), w0="start", w1="end")
         span = g.select(pl.col("start").min(), pl.col("end").max()).row(0)
-        near = threads.around(calls, lines, *span)
-        parts = gaps_mod.split(pieces, near)
-        del near, pieces
+        near, near_lines = threads.around(calls, lines, *span)
+        parts = gaps_mod.split(pieces, near, near_lines)
+        del near, near_lines, pieces
         g = pl.concat([g, parts.drop("pid_id")], how="horizontal")
         g = g.with_columns(
             top_api=pl.col("top_name_id").replace_strict(names, default=None, return_dtype=pl.String),

@@ -122,7 +122,7 @@ def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return gaps.select("pid_id").join(ns, on="pid_id", how="left").with_columns(pl.col("module_ns").fill_null(0))
 
 
-def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def split(pieces: pl.DataFrame, calls: pl.DataFrame, lines: threads.Lines | None = None) -> pl.DataFrame:
     """The parts (PARTS, ns) of each piece of a gap.
 
     pieces: pid_id, w0, w1 (the piece), start, end (its gap), thread (tpid, ttid: the launching
@@ -130,7 +130,7 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     Returns pid_id with one column per part, plus the thread's time in the piece by state
     (load.STATES) and top_name_id (the CUDA call, not a launch or blocking one, with the most
     time in the piece), a row per piece in the pieces' order. calls: every call a piece can
-    touch (threads.around)."""
+    touch, and lines their Lines (threads.around gives both)."""
     issued_before = pl.col("launch_end").is_not_null() & (pl.col("launch_end") <= pl.col("start"))
     late_launch = pl.col("launch_end").is_not_null() & ~issued_before
     p = pieces.with_columns(
@@ -153,7 +153,7 @@ def split(pieces: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         .otherwise(0),
     )
     windows = p.filter(pl.col("tpid").is_not_null()).select(wid="pid_id", pid="tpid", tid="ttid", w0="tw0", w1="tw1")
-    touched = threads.bounds(windows, calls)
+    touched = threads.bounds(windows, calls, lines)
     st = threads.by_state(touched, calls)
     # The CUDA call with the most time in the piece, for the gaps that report it (top_api).
     long = p.filter(pl.col("tpid").is_not_null() & (pl.col("end") - pl.col("start") >= LONG_GAP_NS))["pid_id"]

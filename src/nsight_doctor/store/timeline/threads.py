@@ -43,6 +43,22 @@ class Lines:
         self.starts = calls["start"] - t0 + base
         self.ends = calls["end"] - t0 + base
 
+    def part(self, first: pl.Series, last: pl.Series) -> tuple[pl.Series, Lines]:
+        """The rows of calls first..last of each thread (in the threads' order; none where
+        last < first), and the Lines of those rows: the same lines, so no group_by again."""
+        n = (last - first + 1).clip(lower_bound=0).fill_null(0)
+        rows = (
+            pl.DataFrame({"first": first, "last": last})
+            .filter(pl.col("last") >= pl.col("first"))
+            .select(ci=pl.int_ranges("first", pl.col("last") + 1))
+            .explode("ci")["ci"]
+        )
+        sub = Lines.__new__(Lines)  # (its fields, set here rather than made from calls)
+        hi = n.cum_sum().cast(pl.Int64) - 1
+        sub.threads = self.threads.with_columns(hi=hi, lo=hi - n + 1)
+        sub.starts, sub.ends = self.starts.gather(rows), self.ends.gather(rows)
+        return rows, sub
+
     @staticmethod
     def at(t: pl.Expr) -> pl.Expr:
         """Time t on its thread's line (a frame with the thread's t0, span and base): -1 and
@@ -50,15 +66,17 @@ class Lines:
         return (t - pl.col("t0")).clip(-1, pl.col("span") + 1) + pl.col("base")
 
 
-def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def bounds(windows: pl.DataFrame, calls: pl.DataFrame, lines: Lines | None = None) -> pl.DataFrame:
     """Each window (wid, pid, tid, w0, w1 with w1 > w0) with the range of its thread's calls
     that touch it: first, the first call that ends after w0; last, the last that begins before
     w1 (at least first). first is null when no call of the thread ends after w0: it ran code
-    outside CUDA throughout (after its last call, or on a thread with no calls)."""
+    outside CUDA throughout (after its last call, or on a thread with no calls). lines:
+    Lines(calls), when made already (around gives the lines of the calls it gives)."""
     w = windows.filter(pl.col("w1") > pl.col("w0")).select("wid", "pid", "tid", "w0", "w1")
     if calls.height == 0:
         return w.with_columns(first=pl.lit(None, pl.Int64), last=pl.lit(None, pl.Int64))
-    lines = Lines(calls)
+    if lines is None:
+        lines = Lines(calls)
     w = w.join(lines.threads, on=["pid", "tid"], how="left")
     w = w.with_columns(x0=Lines.at(pl.col("w0")).fill_null(0), x1=Lines.at(pl.col("w1")).fill_null(0))
     first = lines.ends.search_sorted(w["x0"], side="right").cast(pl.Int64)
@@ -71,24 +89,19 @@ def bounds(windows: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return w.with_columns(last=pl.max_horizontal("first", pl.col("last").fill_null(pl.col("first"))))
 
 
-def around(calls: pl.DataFrame, lines: Lines, t0: int | None, t1: int | None) -> pl.DataFrame:
-    """The calls that windows within [t0, t1] can touch: on each thread, from the first call
-    that ends after t0 to the first that begins at or after t1. (bounds and by_state then give
-    what they give over all of the calls: the stretches before and after each call are the
-    thread's, not the selection's.) lines: Lines(calls), made once for all the spans asked
-    about, so that each asks only a search per thread."""
+def around(calls: pl.DataFrame, lines: Lines, t0: int | None, t1: int | None) -> tuple[pl.DataFrame, Lines]:
+    """The calls that windows within [t0, t1] can touch, and their Lines: on each thread, from
+    the first call that ends after t0 to the first that begins at or after t1. (bounds and
+    by_state then give what they give over all of the calls: the stretches before and after
+    each call are the thread's, not the selection's.) lines: Lines(calls), made once for all
+    the spans asked about, so that each asks only a search per thread."""
     if t0 is None or t1 is None or calls.height == 0:
-        return calls.head(0)
+        return calls.head(0), Lines(calls.head(0))
     x = lines.threads.select("lo", "hi", x0=Lines.at(pl.lit(t0)), x1=Lines.at(pl.lit(t1)))
     first = lines.ends.search_sorted(x["x0"], side="right").cast(pl.Int64)
     stop = lines.starts.search_sorted(x["x1"], side="left").cast(pl.Int64)
-    rows = (
-        x.select(first=first, last=pl.min_horizontal(stop, "hi"))
-        .filter(pl.col("last") >= pl.col("first"))
-        .select(ci=pl.int_ranges("first", pl.col("last") + 1))
-        .explode("ci")["ci"]
-    )
-    return calls[rows]
+    rows, near = lines.part(first, x.select(pl.min_horizontal(stop, "hi")).to_series())
+    return calls[rows], near
 
 
 def _stretch(length: pl.Expr) -> pl.Expr:
