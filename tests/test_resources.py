@@ -513,34 +513,6 @@ def test_threads_default_to_the_cores_up_to_eight_and_purging_starts_at_four(mon
     assert os.environ[runtime.POLARS_THREADS_ENV] == "3"
 
 
-def test_a_small_input_gets_fewer_threads(monkeypatch, tmp_path):
-    """store_config: one DuckDB thread per 16 MB of input, at least 2 and at most the default;
-    $NSIGHT_DOCTOR_THREADS wins. The rules' connections read the store with the same."""
-    from nsight_doctor import store
-
-    monkeypatch.delenv("NSIGHT_DOCTOR_THREADS", raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    big = tmp_path / "big.sqlite"
-    with open(big, "wb") as f:
-        f.truncate(100 << 20)  # (sparse: only its size is read)
-    assert store_config([B1], tmp_path, "1GB")["threads"] == 2
-    assert store_config([big], tmp_path, "1GB")["threads"] == 7
-    assert store_config([big, big], tmp_path, "1GB")["threads"] == 8
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    assert store_config([B1], tmp_path, "1GB")["threads"] == 1
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    monkeypatch.setenv("NSIGHT_DOCTOR_THREADS", "6")
-    assert store_config([B1], tmp_path, "1GB")["threads"] == 6
-    monkeypatch.delenv("NSIGHT_DOCTOR_THREADS")
-    built = store.build([B1])
-    try:
-        con = built.connect()
-        assert con.execute("SELECT current_setting('threads')").fetchone() == (2,)
-        con.close()
-    finally:
-        built.close()
-
-
 def test_archive_workers_get_the_settings_for_their_own_threads(monkeypatch):
     """Workers inherit the parent's environment: around their start the allocator setting and
     Polars' threads follow their own thread count (one thread each by default: no eager

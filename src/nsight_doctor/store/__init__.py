@@ -44,7 +44,7 @@ from nsight_doctor.cachedir import private_dir
 from nsight_doctor.db import first_line, insert_rows, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import InputInfo, finish, load
-from nsight_doctor.runtime import duckdb_threads, threads_setting
+from nsight_doctor.runtime import duckdb_threads
 from nsight_doctor.store import taxonomy, timeline
 
 CREATES = re.compile(r"^CREATE (?:OR REPLACE )?(?:VIEW|TABLE|MACRO)\s+(\w+)", re.I | re.M)
@@ -475,23 +475,7 @@ def store_config(paths: Sequence[str | os.PathLike], spill_dir: Path, memory_lim
     # Rules never load anything: their connections are sandboxed (db.sandbox).
     config["allow_unsigned_extensions"] = True
     config["memory_limit"] = memory_limit or default_memory_limit(paths)
-    config["threads"] = input_threads(paths)
     return config
-
-
-# A small input gets fewer DuckDB threads: its queries are too small to share out, and every
-# thread costs something in every query. On the 16-core GPU host the 7.5 MB sample took 1.79 s
-# with 2 threads against 2.03 s with 8 (medians of 6 alternating runs; docs/performance.md).
-INPUT_MB_PER_THREAD = 16
-
-
-def input_threads(paths: Sequence[str | os.PathLike]) -> int:
-    """DuckDB's threads for a store of these inputs: $NSIGHT_DOCTOR_THREADS when set, else
-    duckdb_threads(), but one per INPUT_MB_PER_THREAD of data and at least 2."""
-    if threads_setting():
-        return duckdb_threads()
-    wanted = -(-data_bytes(paths) // (INPUT_MB_PER_THREAD << 20))
-    return min(duckdb_threads(), max(2, wanted))
 
 
 def physical_mb() -> int:
