@@ -122,7 +122,7 @@ def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return gaps.select("pid_id").join(ns, on="pid_id", how="left").with_columns(pl.col("module_ns").fill_null(0))
 
 
-def split(pieces: pl.DataFrame, calls: pl.DataFrame, lines: threads.Lines | None = None) -> pl.DataFrame:
+def split(pieces: pl.DataFrame, calls: pl.DataFrame, lines: threads.Lines) -> pl.DataFrame:
     """The parts (PARTS, ns) of each piece of a gap.
 
     pieces: pid_id, w0, w1 (the piece), start, end (its gap), thread (tpid, ttid: the launching
