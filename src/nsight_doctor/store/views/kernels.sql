@@ -34,7 +34,7 @@
 CREATE VIEW kernels AS
 SELECT k.start, k."end", k."end" - k.start AS duration,
        k.device_id, k.context_id, k.stream_id, k.correlation_id, k.pid,
-       s.value AS name, d.value AS demangled_name,
+       c.name, c.demangled_name,
        k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
        k.grid_x::BIGINT * k.grid_y * k.grid_z AS grid_size,
        k.block_x * k.block_y * k.block_z AS block_size,
@@ -46,6 +46,4 @@ SELECT k.start, k."end", k."end" - k.start AS duration,
 FROM base_kernels k
 LEFT JOIN attention_kernels a ON a.device_id = k.device_id AND a.stream_id = k.stream_id AND a.start = k.start
 LEFT JOIN kernel_classes_t c
-  ON c.short_name_id IS NOT DISTINCT FROM k.short_name_id AND c.demangled_name_id IS NOT DISTINCT FROM k.demangled_name_id
-LEFT JOIN base_strings s ON s.id = k.short_name_id
-LEFT JOIN base_strings d ON d.id = k.demangled_name_id;
+  ON c.short_name_id IS NOT DISTINCT FROM k.short_name_id AND c.demangled_name_id IS NOT DISTINCT FROM k.demangled_name_id;
