@@ -50,7 +50,7 @@ SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.bloc
        g.readback_bytes, g.after_readback, g.step, p.name AS phase,
        CASE WHEN g.after_readback AND g.sync_ns + g.cpu_ns + g.api_ns > 0 THEN 'host-sampling'
             WHEN g.sync_ns > g.sync_copy_ns
-                 AND g.device_id IN (SELECT device_id FROM moe_host_routed_t) THEN 'moe-routing'
+                 AND g.device_id IN (SELECT device_id FROM moe_layers_t WHERE host_routed) THEN 'moe-routing'
        END AS claimed_by
 -- (A GPU has a few steady phases, which do not overlap (test_invariants), so a join on the
 -- GPU that tests each of them is several times faster than an ASOF join, which sorts every
