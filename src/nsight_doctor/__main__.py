@@ -6,6 +6,8 @@ Ctrl-C while they load also ends in "nsight-doctor: interrupted" and exit code 1
 
 from __future__ import annotations
 
+import gc
+
 from nsight_doctor.errors import exit_interrupted
 
 
@@ -27,12 +29,18 @@ def run() -> None:
 
     configure_allocator()  # before DuckDB is imported
     configure_polars()  # and Polars
+    # The modules' objects live as long as the process: the collector need not look at them
+    # while they load, nor at every later collection (25 ms of a one-second run on 2 cores).
+    gc.disable()
     try:
         from nsight_doctor.cli import main
     except BaseException as e:
         if interrupted_import(e):
             exit_interrupted()
         raise
+    finally:
+        gc.freeze()
+        gc.enable()
     main()
 
 
