@@ -55,23 +55,23 @@ def write(con: duckdb.DuckDBPyConnection, name: str, df: pl.DataFrame, append: b
     """Creates table `name` from df with the columns and types tables.yaml declares (columns
     df lacks are NULL), or appends df's rows to it."""
     table = tables()[name]
-    view = f"_timeline_{name}"
     # Only the declared columns cross over: a stream's columns are all converted, read or not.
     df = df.select(c.name for c in table.columns if c.name in df.columns)
+    cols = ", ".join(
+        (f"CAST({quote(c.name)} AS {c.type})" if c.name in df.columns else f"NULL::{c.type}") + f" AS {quote(c.name)}"
+        for c in table.columns
+    )
     # DuckDB gets the Arrow stream's capsule, not the frame: handed an object, it would import
     # pandas and pyarrow to see whether it is one of theirs (a second on the GPU host), and
-    # read it through pyarrow.
-    con.from_arrow(df.__arrow_c_stream__()).create_view(view)
-    try:
-        cols = ", ".join(
-            (f"CAST({quote(c.name)} AS {c.type})" if c.name in df.columns else f"NULL::{c.type}")
-            + f" AS {quote(c.name)}"
-            for c in table.columns
-        )
-        into = f"INSERT INTO {quote(name)}" if append else f"CREATE TABLE {quote(name)} AS"
-        con.execute(f"{into} SELECT {cols} FROM {view}")
-    finally:
-        con.execute(f"DROP VIEW {view}")
+    # read it through pyarrow. It is read through a relation, not a view in the catalog: a
+    # dropped view over a Python object is freed by whichever connection's commit cleans it up
+    # next, which then waits for the interpreter's lock while holding the commit lock (a
+    # deadlock when this thread, holding the interpreter's lock, commits too).
+    rel = con.from_arrow(df.__arrow_c_stream__()).project(cols)
+    if append:
+        rel.insert_into(quote(name))
+    else:
+        rel.create(quote(name))
 
 
 class Writer:
