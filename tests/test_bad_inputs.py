@@ -32,6 +32,7 @@ from conftest import CORPUS, REPO, SAMPLES, requires_nsys, run_cli, sample, sha2
 from nsight_doctor.render.json_out import report_schema
 
 GRAPHS = sample("decode_b1_graphs")  # a small real nsys 2025.3 export with NVTX and CUDA graphs
+METRICS = sample("decode_b1_gpumetrics")  # one with GPU metric samples (a late base table)
 NVPROF = CORPUS / "m-goldstein__GPU_ML" / "timeline.nvvp"  # a real nvprof file (schema 12)
 NCU = CORPUS / "AveryClapp__ESMM-Research" / "8fce6633__profile.ncu-rep"
 
@@ -168,6 +169,19 @@ def nvprof_copies_without_sizes(tmp: Path) -> Path:
 def text_in_integer_column(tmp: Path) -> Path:
     p = copy(GRAPHS, tmp, "text_times.sqlite")
     return edit(p, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 5")
+
+
+def text_in_a_gpu_metric(tmp: Path) -> Path:
+    """base_gpu_metrics is loaded beside the views (ingest.later): its error comes from there."""
+    return edit(copy(METRICS, tmp, "text_metric.sqlite"), "UPDATE GPU_METRICS SET value = 'busy' WHERE rowid = 7")
+
+
+def text_in_a_gpu_metric_in_gzip(tmp: Path) -> Path:
+    inner = text_in_a_gpu_metric(tmp)
+    p = tmp / "metric.sqlite.gz"
+    p.write_bytes(gzip.compress(inner.read_bytes()))
+    inner.unlink()
+    return p
 
 
 def truncated_new_report(tmp: Path) -> Path:
@@ -321,6 +335,20 @@ CASES = [
     Case("nvprof copies without sizes", nvprof_copies_without_sizes, 0, ["memcpy: left out"], "json", needs=[NVPROF]),
     Case("nvprof copies without sizes, text", nvprof_copies_without_sizes, 0, ["Summary"], needs=[NVPROF]),
     Case("text in an integer column", text_in_integer_column, 2, ["text_times.sqlite", "soon"], needs=[GRAPHS]),
+    Case(
+        "text in a GPU metric",
+        text_in_a_gpu_metric,
+        2,
+        ["text_metric.sqlite", "base_gpu_metrics", "busy"],
+        needs=[METRICS],
+    ),
+    Case(
+        "text in a GPU metric inside .gz",
+        text_in_a_gpu_metric_in_gzip,
+        2,
+        ["metric.sqlite.gz' (decompressed)", "base_gpu_metrics", "busy"],
+        needs=[METRICS],
+    ),
     # Reports: truncation before the version check, errors naming the user's file.
     Case("truncated 2025.3 report", truncated_new_report, 2, ["half.nsys-rep", "is truncated"], nsys=True),
     Case("report without its last 4 KiB", report_missing_its_last_bytes, 2, ["is truncated"], env=NO_NSYS),

@@ -144,3 +144,79 @@ def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
     assert con.execute(as_text).fetchall() == [(False, True, True, "cpu!", "none")]
     with pytest.raises(duckdb.ConversionException):
         write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["gpu"]}), append=True)
+
+
+def test_the_views_that_read_a_late_table_wait_for_it_and_nothing_else_reads_them_first():
+    """The late base tables (ingest.later) are loaded while create_views runs the other files:
+    those other files must not read them or any view made from them."""
+    from nsight_doctor.ingest import contract
+
+    late = {t.name for t in contract().values() if t.late}
+    assert late == {"base_gpu_metrics"}
+    waiting = store.after_tables(late)
+    assert {"gpu_metrics", "gpu_metric_averages", "summary_gpu_metrics"} <= waiting
+    assert store.TIMELINE not in waiting
+    files = store.view_files()
+    made_late = {o.lower() for n in waiting if n in files for o in store.CREATES.findall(files[n])} | late
+    for name, sql in files.items():
+        if name not in waiting:
+            assert not {w.lower() for w in store.names_used(sql)} & made_late, name
+
+
+def test_a_late_tables_rows_are_counted_in_the_stores_inputs(tmp_path, monkeypatch):
+    """base_gpu_metrics is loaded in a thread; its count reaches nsight_doctor_inputs as the
+    other tables' do (oracle: the export, read with Python's sqlite3), also when it is done
+    only after the inputs were first written (held back here by a second)."""
+    import json
+    import sqlite3
+    import time
+
+    from nsight_doctor.ingest import later
+
+    real = later.create_table
+
+    def slow(*args):
+        time.sleep(1)
+        return real(*args)
+
+    monkeypatch.setattr(later, "create_table", slow)
+
+    path = sample("decode_b1_gpumetrics")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as src:
+        metrics, kernels = (
+            src.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("GPU_METRICS", "CUPTI_ACTIVITY_KIND_KERNEL")
+        )
+    assert metrics > 100_000
+    built = store.build([path], db=tmp_path / "m.duckdb")
+    assert built.inputs[0].row_counts["base_gpu_metrics"] == metrics
+    con = duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True)
+    [info] = [json.loads(r[0]) for r in con.execute("SELECT info FROM nsight_doctor_inputs").fetchall()]
+    assert info["row_counts"]["base_gpu_metrics"] == metrics
+    assert info["row_counts"]["base_kernels"] == kernels
+    assert scalar(con, "SELECT count(*) FROM base_gpu_metrics") == metrics
+    assert scalar(con, "SELECT count(*) FROM gpu_metric_averages") > 0
+
+
+def test_a_failed_build_stops_the_late_tables_and_leaves_no_thread(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from nsight_doctor.ingest import later
+    from nsight_doctor.store import timeline
+
+    real = later.create_table
+
+    def slow(*args):
+        time.sleep(1)
+        return real(*args)
+
+    def broken(con):
+        raise InputError("the pass failed")
+
+    monkeypatch.setattr(later, "create_table", slow)
+    monkeypatch.setattr(timeline, "build", broken)
+    with pytest.raises(InputError, match="the pass failed"):
+        store.build([sample("decode_b1_gpumetrics")], db=tmp_path / "m.duckdb")
+    assert not [t for t in threading.enumerate() if t.name == "late-tables"]
+    assert list(tmp_path.iterdir()) == []

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict
 from functools import lru_cache
 from importlib import resources
@@ -43,7 +43,7 @@ from nsight_doctor import __version__, yamlio
 from nsight_doctor.cachedir import private_dir
 from nsight_doctor.db import first_line, insert_rows, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
-from nsight_doctor.ingest import InputInfo, finish, load
+from nsight_doctor.ingest import InputInfo, Later, finish, load
 from nsight_doctor.runtime import duckdb_threads
 from nsight_doctor.store import taxonomy, timeline
 
@@ -101,6 +101,24 @@ def view_order() -> list[str]:
     return order
 
 
+def after_tables(tables: Collection[str]) -> set[str]:
+    """The view files (and TIMELINE) that read any of these tables, directly or through
+    other view files."""
+    wanted = {t.lower() for t in tables}
+    files = view_files()
+    creates = {name: {o.lower() for o in CREATES.findall(sql)} for name, sql in files.items()}
+    creates[TIMELINE] = {t.lower() for t in timeline.tables()}
+    mentions = {name: {w.lower() for w in names_used(sql)} for name, sql in files.items()}
+    mentions[TIMELINE] = {w.lower() for w in timeline.inputs()}
+    found: set[str] = set()
+    while True:
+        new = {n for n, words in mentions.items() if n not in found and words & wanted}
+        if not new:
+            return found
+        found |= new
+        wanted |= set().union(*(creates[n] for n in new))
+
+
 def view_sql(name: str) -> str:
     """A view file's SQL ("" for a table of the timeline pass)."""
     return view_files().get(name, "")
@@ -144,7 +162,7 @@ def gpu_peak_rows() -> list[tuple[str, str, str, str, str, float]]:
     ]
 
 
-def create_views(con: duckdb.DuckDBPyConnection) -> None:
+def create_views(con: duckdb.DuckDBPyConnection, later: Later | None = None) -> None:
     # Data the views use, kept as files: the kernel taxonomy (its macro is generated from
     # kernel_categories.yaml), the advice in each framework's terms (advice.yaml) and the
     # environment variables worth showing (launch_settings.yaml), the compute roofs of each GPU
@@ -165,7 +183,15 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     )
     insert_rows(con, "gpu_peaks_t", gpu_peak_rows())
     files = view_files()
-    for name in view_order():
+    order, waiting = view_order(), set()
+    if later is not None and later.names:
+        # The files that read the tables still loading go last (still in an order that
+        # creates what each uses first), and wait for them.
+        waiting = after_tables(later.names)
+        order = [n for n in order if n not in waiting] + [n for n in order if n in waiting]
+    for name in order:
+        if later is not None and name in waiting:
+            later.wait()  # (returns at once after the first)
         try:
             if name == TIMELINE:
                 timeline.build(con)
@@ -274,6 +300,7 @@ def build(
     infos: list[InputInfo] = []
     spill = private_dir("nsight-doctor-spill-")
     con = None
+    later = Later()  # (the late base tables, loaded while the views are built)
     try:
         if tmp is not None and temporary:
             tmp.parent.mkdir(mode=0o700)
@@ -284,8 +311,10 @@ def build(
         con = duckdb.connect(":memory:" if tmp is None else str(tmp), config=config)
         quiet(con)
         for path in inputs:
-            infos.append(load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout))
-        finish(con)
+            infos.append(
+                load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout, later=later)
+            )
+        finish(con, later)
         if memory_limit is None:
             # The default follows the file's size; the views need memory by operations.
             need = rows_memory_limit(con)
@@ -297,8 +326,14 @@ def build(
         if progress:
             progress("views")
         con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
-        insert_rows(con, "nsight_doctor_inputs", [(json.dumps(asdict(info)),) for info in infos])
-        create_views(con)
+        rows = [(json.dumps(asdict(info)),) for info in infos]
+        insert_rows(con, "nsight_doctor_inputs", rows)
+        create_views(con, later)
+        later.wait()
+        if rows != (rows := [(json.dumps(asdict(info)),) for info in infos]):
+            # (the late tables' row counts and notes came in meanwhile)
+            con.execute("DELETE FROM nsight_doctor_inputs")
+            insert_rows(con, "nsight_doctor_inputs", rows)
         extra = {"tool_version": __version__, **(meta or {})}
         con.execute(f"CREATE TABLE nsight_doctor_meta ({', '.join(f'{quote(k)} VARCHAR' for k in extra)})")
         insert_rows(con, "nsight_doctor_meta", [tuple(extra.values())])
@@ -315,6 +350,7 @@ def build(
         if tmp != final:
             os.replace(tmp, final)
     except BaseException:
+        later.cancel()
         if con is not None:
             con.close()
         if tmp is not None:
