@@ -1,4 +1,4 @@
-"""The archive's commands: ingest, query, report and export (registered by cli)."""
+"""The archive's commands: ingest, query, report and export (cli.COMMANDS lists them)."""
 
 from __future__ import annotations
 
@@ -326,9 +326,4 @@ def export(db, out, partition_by, overwrite):
     return 0
 
 
-def register(group: click.Group) -> None:
-    for cmd in (ingest, query, report, export):
-        group.add_command(cmd)
-
-
-__all__ = ["DoctorError", "register"]
+__all__ = ["DoctorError", "export", "ingest", "query", "report"]

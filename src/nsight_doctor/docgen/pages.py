@@ -309,8 +309,10 @@ def cli_page() -> str:
         )
         out.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
         if isinstance(cmd, click.Group):
-            for name in sorted(cmd.commands):
-                walk(cmd.commands[name], [*path, name], ctx)
+            for name in sorted(cmd.list_commands(ctx)):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, [*path, name], ctx)
 
     walk(cli, ["nsight-doctor"], None)
     return "\n".join(out)
