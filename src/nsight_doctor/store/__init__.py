@@ -76,26 +76,32 @@ TIMELINE = "(timeline)"
 
 
 @lru_cache(maxsize=1)
-def view_order() -> list[str]:
-    """The view files (and TIMELINE) in an order that creates each object before the files that
-    use it: a file depends on every other file that creates a name its SQL mentions, the
-    timeline on the creators of its inputs. Ties go by name."""
+def view_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Each view file's (and TIMELINE's) words, lower-cased, and the files it depends on: every
+    other file that creates a name its SQL mentions, and for the timeline the creators of its
+    inputs."""
     files = view_files()
     creator = {obj.lower(): name for name, sql in files.items() for obj in CREATES.findall(sql)}
     creator.update({t.lower(): TIMELINE for t in timeline.tables()})
-    mentions = {name: names_used(sql) for name, sql in files.items()}
-    mentions[TIMELINE] = timeline.inputs()
+    mentions = {name: {w.lower() for w in names_used(sql)} for name, sql in files.items()}
+    mentions[TIMELINE] = {w.lower() for w in timeline.inputs()}
     deps = {
-        name: {creator[w.lower()] for w in words if w.lower() in creator and creator[w.lower()] != name}
-        for name, words in mentions.items()
+        name: {creator[w] for w in words if w in creator and creator[w] != name} for name, words in mentions.items()
     }
-    files = {**files, TIMELINE: ""}
+    return mentions, deps
+
+
+@lru_cache(maxsize=1)
+def view_order() -> list[str]:
+    """The view files (and TIMELINE) in an order that creates each object before the files that
+    use it (view_graph). Ties go by name."""
+    _, deps = view_graph()
     order: list[str] = []
-    while len(order) < len(files):
-        ready = sorted(n for n in files if n not in order and deps[n] <= set(order))
+    while len(order) < len(deps):
+        ready = sorted(n for n in deps if n not in order and deps[n] <= set(order))
         if not ready:
             raise DoctorError(
-                f"internal error: the view files depend on each other in a cycle: {sorted(set(files) - set(order))}"
+                f"internal error: the view files depend on each other in a cycle: {sorted(set(deps) - set(order))}"
             )
         order.extend(ready)
     return order
@@ -104,19 +110,12 @@ def view_order() -> list[str]:
 def after_tables(tables: Collection[str]) -> set[str]:
     """The view files (and TIMELINE) that read any of these tables, directly or through
     other view files."""
+    mentions, deps = view_graph()
     wanted = {t.lower() for t in tables}
-    files = view_files()
-    creates = {name: {o.lower() for o in CREATES.findall(sql)} for name, sql in files.items()}
-    creates[TIMELINE] = {t.lower() for t in timeline.tables()}
-    mentions = {name: {w.lower() for w in names_used(sql)} for name, sql in files.items()}
-    mentions[TIMELINE] = {w.lower() for w in timeline.inputs()}
-    found: set[str] = set()
-    while True:
-        new = {n for n, words in mentions.items() if n not in found and words & wanted}
-        if not new:
-            return found
+    found = {n for n, words in mentions.items() if words & wanted}
+    while new := {n for n, d in deps.items() if n not in found and d & found}:
         found |= new
-        wanted |= set().union(*(creates[n] for n in new))
+    return found
 
 
 def view_sql(name: str) -> str:
@@ -330,10 +329,11 @@ def build(
         insert_rows(con, "nsight_doctor_inputs", rows)
         create_views(con, later)
         later.wait()
-        if rows != (rows := [(json.dumps(asdict(info)),) for info in infos]):
+        complete = [(json.dumps(asdict(info)),) for info in infos]
+        if complete != rows:
             # (the late tables' row counts and notes came in meanwhile)
             con.execute("DELETE FROM nsight_doctor_inputs")
-            insert_rows(con, "nsight_doctor_inputs", rows)
+            insert_rows(con, "nsight_doctor_inputs", complete)
         extra = {"tool_version": __version__, **(meta or {})}
         con.execute(f"CREATE TABLE nsight_doctor_meta ({', '.join(f'{quote(k)} VARCHAR' for k in extra)})")
         insert_rows(con, "nsight_doctor_meta", [tuple(extra.values())])
