@@ -32,7 +32,7 @@ from conftest import CORPUS, REPO, SAMPLES, requires_nsys, run_cli, sample, sha2
 from nsight_doctor.render.json_out import report_schema
 
 GRAPHS = sample("decode_b1_graphs")  # a small real nsys 2025.3 export with NVTX and CUDA graphs
-METRICS = sample("decode_b1_gpumetrics")  # one with GPU metric samples (a late base table)
+METRICS = sample("decode_b1_gpumetrics")  # one with GPU metric samples (millions in a large capture)
 NVPROF = CORPUS / "m-goldstein__GPU_ML" / "timeline.nvvp"  # a real nvprof file (schema 12)
 NCU = CORPUS / "AveryClapp__ESMM-Research" / "8fce6633__profile.ncu-rep"
 
@@ -172,7 +172,7 @@ def text_in_integer_column(tmp: Path) -> Path:
 
 
 def text_in_a_gpu_metric(tmp: Path) -> Path:
-    """base_gpu_metrics is loaded beside the views (ingest.later): its error comes from there."""
+    """A value that is not a number in the GPU metric samples: the error names the file and the table."""
     return edit(copy(METRICS, tmp, "text_metric.sqlite"), "UPDATE GPU_METRICS SET value = 'busy' WHERE rowid = 7")
 
 

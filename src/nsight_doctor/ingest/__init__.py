@@ -19,11 +19,10 @@ from nsight_doctor.errors import DoctorError, InputError
 from nsight_doctor.ingest import cache, ncu, nsys_export, nsys_rep, nvprof
 from nsight_doctor.ingest.demangle import short_name
 from nsight_doctor.ingest.detect import Detected, detect
-from nsight_doctor.ingest.later import Later
 from nsight_doctor.ingest.tables import contract, create_missing
 from nsight_doctor.redact import redact_capture_meta
 
-__all__ = ["InputInfo", "Later", "contract", "create_missing", "detect", "finish", "load"]
+__all__ = ["InputInfo", "contract", "create_missing", "detect", "finish", "load"]
 
 MAX_NESTED_COMPRESSION = 3
 # Kernel short names and API names are identifiers, a few dozen characters in real profiles;
@@ -67,14 +66,10 @@ def load(
     nsys_path: str | None = None,
     progress: Callable[[str], None] | None = None,
     export_timeout: float | None = None,
-    later: Later | None = None,
 ) -> InputInfo:
     """Fills the base tables from one input. Every failure that the file causes is an
     InputError (or another DoctorError) whose message names the user's file, also when the
-    work was done on a decompressed copy in the cache folder. Given `later`, the late tables
-    of an Nsight Systems export are left to it (later.wait() raises their errors)."""
-    if later is not None:
-        later.wait()  # (an earlier input's: its export is still attached until then)
+    work was done on a decompressed copy in the cache folder."""
     original = Path(path)
     det = detect(original)
     for _ in range(MAX_NESTED_COMPRESSION):
@@ -88,7 +83,7 @@ def load(
     else:
         raise InputError(f"'{original}' is compressed more than {MAX_NESTED_COMPRESSION} times over")
     try:
-        info = load_detected(con, original, det, nsys_path, progress, export_timeout, later)
+        info = load_detected(con, original, det, nsys_path, progress, export_timeout)
     except DoctorError as e:
         if det.path == original:
             raise
@@ -99,8 +94,6 @@ def load(
         raise InputError(
             f"'{original}' could not be read ({first_line(e)}); the file may be truncated or corrupt"
         ) from e
-    if later is not None and det.path != original:
-        later.rename(lambda message: name_original(message, det.path, original))
     note = cache.take_fallback_note()
     if note and note not in info.notes:
         info.notes.append(note)
@@ -119,12 +112,11 @@ def load_detected(
     nsys_path: str | None,
     progress: Callable[[str], None] | None,
     export_timeout: float | None,
-    later: Later | None = None,
 ) -> InputInfo:
     if det.kind in ("nsys-rep", "nsys-sqlite", "nsys-parquet"):
         if table_exists(con, "base_kernels"):
             raise InputError(SECOND_TIMELINE.format(path=original))
-        return load_nsys(con, original, det, nsys_path, progress, export_timeout, later)
+        return load_nsys(con, original, det, nsys_path, progress, export_timeout)
     if det.kind == "ncu-rep":
         meta = ncu.load_ncu(con, det.path, progress, export_timeout)
         info = InputInfo(
@@ -160,7 +152,7 @@ def load_detected(
     raise InputError(f"'{original}': {PRODUCERS[det.kind]} files are not supported yet")
 
 
-def load_nsys(con, original: Path, det: Detected, nsys_path, progress, export_timeout=None, later=None) -> InputInfo:
+def load_nsys(con, original: Path, det: Detected, nsys_path, progress, export_timeout=None) -> InputInfo:
     info = InputInfo(path=str(original), kind=det.kind, producer="Nsight Systems")
     if det.kind == "nsys-rep":
         nsys_rep.check_complete(det.path)
@@ -173,21 +165,17 @@ def load_nsys(con, original: Path, det: Detected, nsys_path, progress, export_ti
             info.notes.append(f"exported with nsys {nsys.version} ({nsys.path}) to {export.path}")
         if export.found:
             # Errors name the compressed export beside the report, not its copy in the cache.
-            found = export.found
             try:
-                info = load_export(con, info, det, export.path, export.form, progress, later)
+                return load_export(con, info, det, export.path, export.form, progress)
             except DoctorError as e:
-                raise type(e)(name_original(str(e), export.path, found)) from e
-            if later is not None:
-                later.rename(lambda message: name_original(message, export.path, found))
-            return info
-        return load_export(con, info, det, export.path, export.form, progress, later)
+                raise type(e)(name_original(str(e), export.path, export.found)) from e
+        return load_export(con, info, det, export.path, export.form, progress)
     form = "parquet" if det.kind == "nsys-parquet" else "sqlite"
     info.export_form = form
-    return load_export(con, info, det, det.path, form, progress, later)
+    return load_export(con, info, det, det.path, form, progress)
 
 
-def load_export(con, info: InputInfo, det: Detected, path: Path, form: str, progress, later=None) -> InputInfo:
+def load_export(con, info: InputInfo, det: Detected, path: Path, form: str, progress) -> InputInfo:
     src = nsys_export.attach(con, path, form)
     info.export_schema_version = src.schema_version
     info.exporter = src.product_version
@@ -198,21 +186,16 @@ def load_export(con, info: InputInfo, det: Detected, path: Path, form: str, prog
         info.notes.append("the export has no metadata table: it may be incomplete")
     if "StringIds" not in src.tables:
         info.notes.append("the export has no string table (StringIds): kernel, API and NVTX names are missing")
-    late: dict[str, str | None] | None = {} if later is not None else None
-    info.row_counts = nsys_export.load_base_tables(con, src, progress, info.notes, late)
-    detach = "DETACH src" if src.form == "sqlite" else "DROP SCHEMA src CASCADE"
-    if later is not None and late:
-        later.start(con, path, late, info.row_counts, info.notes, detach)
-    else:
-        con.execute(detach)
+    info.row_counts = nsys_export.load_base_tables(con, src, progress, info.notes)
+    con.execute("DETACH src" if src.form == "sqlite" else "DROP SCHEMA src CASCADE")
     return info
 
 
-def finish(con: duckdb.DuckDBPyConnection, later: Later | None = None) -> None:
+def finish(con: duckdb.DuckDBPyConnection) -> None:
     """Completes the base tables once every input is loaded: creates the tables that no input
-    filled (but those `later` is loading), hides the secrets in the recorded launch, and bounds
-    the length of the names that the views carry on every row."""
-    create_missing(con, skip=later.names if later is not None else ())
+    filled, hides the secrets in the recorded launch, and bounds the length of the names that
+    the views carry on every row."""
+    create_missing(con)
     redact_launch(con)
     bound_identifiers(con)
 

@@ -95,12 +95,7 @@ def read_meta(con: duckdb.DuckDBPyConnection, src: ExportSource) -> None:
 
 
 def load_base_tables(
-    con: duckdb.DuckDBPyConnection,
-    src: ExportSource,
-    progress: Progress | None = None,
-    notes: list[str] | None = None,
-    later: dict[str, str | None] | None = None,
+    con: duckdb.DuckDBPyConnection, src: ExportSource, progress: Progress | None = None, notes: list[str] | None = None
 ) -> dict[str, int]:
-    """Fills the base tables from the attached export; returns their row counts. Given a dict
-    `later`, the late tables go into it instead (tables.load_tables)."""
-    return load_tables(con, src, "nsys_columns.yaml", progress, notes=notes, later=later)
+    """Fills the base tables from the attached export; returns their row counts."""
+    return load_tables(con, src, "nsys_columns.yaml", progress, notes=notes)

@@ -8,7 +8,7 @@ column comes from in one kind of file; ``load_tables`` turns a map into one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -34,7 +34,6 @@ class Table:
     doc: str
     columns: tuple[Column, ...]
     required: tuple[str, ...] = ()  # rows with NULL here are dropped at ingest
-    late: bool = False  # nothing before the views reads it: it may be loaded beside them (ingest.later)
 
     @property
     def column_names(self) -> list[str]:
@@ -55,7 +54,7 @@ def contract() -> dict[str, Table]:
     out = {}
     for name, spec in read_yaml("base_tables.yaml").items():
         cols = tuple(Column(c, s["type"], s["doc"]) for c, s in spec["columns"].items())
-        out[name] = Table(name, spec["doc"], cols, tuple(spec.get("required", ())), bool(spec.get("late", False)))
+        out[name] = Table(name, spec["doc"], cols, tuple(spec.get("required", ())))
     return out
 
 
@@ -65,11 +64,11 @@ def column_map(name: str) -> dict[str, Any]:
     return read_yaml(name)
 
 
-def create_missing(con: duckdb.DuckDBPyConnection, skip: Collection[str] = ()) -> None:
+def create_missing(con: duckdb.DuckDBPyConnection) -> None:
     """Creates, empty, every base table that no input filled (an Nsight Compute report alone
-    has no timeline, an nsys profile no kernel counters), but those in skip (being loaded)."""
+    has no timeline, an nsys profile no kernel counters)."""
     for table in contract().values():
-        if table.name not in skip and not table_exists(con, table.name):
+        if not table_exists(con, table.name):
             con.execute(table.ddl())
 
 
@@ -181,50 +180,35 @@ def load_tables(
     progress: Callable[[str], None] | None = None,
     params: dict[str, Any] | None = None,
     notes: list[str] | None = None,
-    later: dict[str, str | None] | None = None,
 ) -> dict[str, int]:
     """Creates every base table that the column map fills; returns their row counts.
 
     params fill {placeholders} in expressions and SQL (the nvprof map's time origin). Rows
-    that lack a table's required columns are dropped, with a line in notes. Given a dict
-    `later`, the late tables (base_tables.yaml) are not created but put in it, with their
-    SELECT (None: the export lacks them), for create_table to make beside the views."""
+    that lack a table's required columns are dropped, with a line in notes."""
     cmap = column_map(map_name)
     decoders = cmap.get("decoders", {})
     counts = {}
     for name, spec in cmap["tables"].items():
         table = contract()[name]
         sql = build_select(table, spec, src, decoders, params or {})
-        if later is not None and table.late:
-            later[name] = sql
-            continue
         if progress:
             progress(name)
-        counts[name] = create_table(con, src.path, table, sql, notes)
+        try:
+            con.execute(table.ddl() if sql is None else f"CREATE TABLE {name} AS {sql}")
+        except duckdb.Error as e:
+            raise InputError(
+                f"'{src.path}' could not be read ({name}: {first_line(e)}); the file may be truncated or corrupt"
+            ) from None
+        check_shape(con, table)
+        if table.required:
+            dropped = drop_incomplete(con, table)
+            if dropped and notes is not None:
+                what = name.removeprefix("base_").replace("_", " ")
+                fields = ", ".join(table.required[:-1]) + " or " + table.required[-1]
+                rows = "row" if dropped == 1 else "rows"
+                notes.append(f"{what}: left out {dropped:,} {rows} without {fields} (a damaged file?)")
+        counts[name] = scalar(con, f"SELECT count(*) FROM {name}")
     return counts
-
-
-def create_table(
-    con: duckdb.DuckDBPyConnection, path: Any, table: Table, sql: str | None, notes: list[str] | None
-) -> int:
-    """Creates one base table from its SELECT over the export `path` attached as src (empty
-    when sql is None), checks its shape, drops its incomplete rows; returns its row count."""
-    name = table.name
-    try:
-        con.execute(table.ddl() if sql is None else f"CREATE TABLE {name} AS {sql}")
-    except duckdb.Error as e:
-        raise InputError(
-            f"'{path}' could not be read ({name}: {first_line(e)}); the file may be truncated or corrupt"
-        ) from None
-    check_shape(con, table)
-    if table.required:
-        dropped = drop_incomplete(con, table)
-        if dropped and notes is not None:
-            what = name.removeprefix("base_").replace("_", " ")
-            fields = ", ".join(table.required[:-1]) + " or " + table.required[-1]
-            rows = "row" if dropped == 1 else "rows"
-            notes.append(f"{what}: left out {dropped:,} {rows} without {fields} (a damaged file?)")
-    return int(scalar(con, f"SELECT count(*) FROM {name}") or 0)
 
 
 def drop_incomplete(con: duckdb.DuckDBPyConnection, table: Table) -> int:

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import lru_cache
 from importlib import resources
@@ -43,7 +43,7 @@ from nsight_doctor import __version__, yamlio
 from nsight_doctor.cachedir import private_dir
 from nsight_doctor.db import first_line, insert_rows, one, quiet, quote, sandbox, scalar, table_exists
 from nsight_doctor.errors import DoctorError, InputError
-from nsight_doctor.ingest import InputInfo, Later, finish, load
+from nsight_doctor.ingest import InputInfo, finish, load
 from nsight_doctor.runtime import duckdb_threads
 from nsight_doctor.store import taxonomy, timeline
 
@@ -76,46 +76,29 @@ TIMELINE = "(timeline)"
 
 
 @lru_cache(maxsize=1)
-def view_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Each view file's (and TIMELINE's) words, lower-cased, and the files it depends on: every
-    other file that creates a name its SQL mentions, and for the timeline the creators of its
-    inputs."""
+def view_order() -> list[str]:
+    """The view files (and TIMELINE) in an order that creates each object before the files that
+    use it: a file depends on every other file that creates a name its SQL mentions, the
+    timeline on the creators of its inputs. Ties go by name."""
     files = view_files()
     creator = {obj.lower(): name for name, sql in files.items() for obj in CREATES.findall(sql)}
     creator.update({t.lower(): TIMELINE for t in timeline.tables()})
-    mentions = {name: {w.lower() for w in names_used(sql)} for name, sql in files.items()}
-    mentions[TIMELINE] = {w.lower() for w in timeline.inputs()}
+    mentions = {name: names_used(sql) for name, sql in files.items()}
+    mentions[TIMELINE] = timeline.inputs()
     deps = {
-        name: {creator[w] for w in words if w in creator and creator[w] != name} for name, words in mentions.items()
+        name: {creator[w.lower()] for w in words if w.lower() in creator and creator[w.lower()] != name}
+        for name, words in mentions.items()
     }
-    return mentions, deps
-
-
-@lru_cache(maxsize=1)
-def view_order() -> list[str]:
-    """The view files (and TIMELINE) in an order that creates each object before the files that
-    use it (view_graph). Ties go by name."""
-    _, deps = view_graph()
+    files = {**files, TIMELINE: ""}
     order: list[str] = []
-    while len(order) < len(deps):
-        ready = sorted(n for n in deps if n not in order and deps[n] <= set(order))
+    while len(order) < len(files):
+        ready = sorted(n for n in files if n not in order and deps[n] <= set(order))
         if not ready:
             raise DoctorError(
-                f"internal error: the view files depend on each other in a cycle: {sorted(set(deps) - set(order))}"
+                f"internal error: the view files depend on each other in a cycle: {sorted(set(files) - set(order))}"
             )
         order.extend(ready)
     return order
-
-
-def after_tables(tables: Collection[str]) -> set[str]:
-    """The view files (and TIMELINE) that read any of these tables, directly or through
-    other view files."""
-    mentions, deps = view_graph()
-    wanted = {t.lower() for t in tables}
-    found = {n for n, words in mentions.items() if words & wanted}
-    while new := {n for n, d in deps.items() if n not in found and d & found}:
-        found |= new
-    return found
 
 
 def view_sql(name: str) -> str:
@@ -161,7 +144,7 @@ def gpu_peak_rows() -> list[tuple[str, str, str, str, str, float]]:
     ]
 
 
-def create_views(con: duckdb.DuckDBPyConnection, later: Later | None = None) -> None:
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
     # Data the views use, kept as files: the kernel taxonomy (its macro is generated from
     # kernel_categories.yaml), the advice in each framework's terms (advice.yaml) and the
     # environment variables worth showing (launch_settings.yaml), the compute roofs of each GPU
@@ -182,15 +165,7 @@ def create_views(con: duckdb.DuckDBPyConnection, later: Later | None = None) -> 
     )
     insert_rows(con, "gpu_peaks_t", gpu_peak_rows())
     files = view_files()
-    order, waiting = view_order(), set()
-    if later is not None and later.names:
-        # The files that read the tables still loading go last (still in an order that
-        # creates what each uses first), and wait for them.
-        waiting = after_tables(later.names)
-        order = [n for n in order if n not in waiting] + [n for n in order if n in waiting]
-    for name in order:
-        if later is not None and name in waiting:
-            later.wait()  # (returns at once after the first)
+    for name in view_order():
         try:
             if name == TIMELINE:
                 timeline.build(con)
@@ -299,7 +274,6 @@ def build(
     infos: list[InputInfo] = []
     spill = private_dir("nsight-doctor-spill-")
     con = None
-    later = Later()  # (the late base tables, loaded while the views are built)
     try:
         if tmp is not None and temporary:
             tmp.parent.mkdir(mode=0o700)
@@ -310,10 +284,8 @@ def build(
         con = duckdb.connect(":memory:" if tmp is None else str(tmp), config=config)
         quiet(con)
         for path in inputs:
-            infos.append(
-                load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout, later=later)
-            )
-        finish(con, later)
+            infos.append(load(con, path, nsys_path=nsys_path, progress=progress, export_timeout=export_timeout))
+        finish(con)
         if memory_limit is None:
             # The default follows the file's size; the views need memory by operations.
             need = rows_memory_limit(con)
@@ -325,15 +297,8 @@ def build(
         if progress:
             progress("views")
         con.execute("CREATE TABLE nsight_doctor_inputs (info JSON)")
-        rows = [(json.dumps(asdict(info)),) for info in infos]
-        insert_rows(con, "nsight_doctor_inputs", rows)
-        create_views(con, later)
-        later.wait()
-        complete = [(json.dumps(asdict(info)),) for info in infos]
-        if complete != rows:
-            # (the late tables' row counts and notes came in meanwhile)
-            con.execute("DELETE FROM nsight_doctor_inputs")
-            insert_rows(con, "nsight_doctor_inputs", complete)
+        insert_rows(con, "nsight_doctor_inputs", [(json.dumps(asdict(info)),) for info in infos])
+        create_views(con)
         extra = {"tool_version": __version__, **(meta or {})}
         con.execute(f"CREATE TABLE nsight_doctor_meta ({', '.join(f'{quote(k)} VARCHAR' for k in extra)})")
         insert_rows(con, "nsight_doctor_meta", [tuple(extra.values())])
@@ -350,7 +315,6 @@ def build(
         if tmp != final:
             os.replace(tmp, final)
     except BaseException:
-        later.cancel()
         if con is not None:
             con.close()
         if tmp is not None:
