@@ -52,24 +52,24 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         con, 'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text, library FROM nvtx_ranges_t'
     )
     calls = load_calls(con)
-    # GPU work per NVTX range: each operation by every call of its correlation id, nested
-    # calls too (flatten keeps the outermost).
-    per_range = nvtx_mod.gpu_per_range(ops, calls, ranges)
-    out.write("nvtx_gpu_t", per_range)
-    calls = flatten(calls)
     blocking = load_blocking(con)
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
+    py_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples")
+    py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
+    cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")
+    cpu_frames = read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames")
+    # GPU work per NVTX range: each operation by every call of its correlation id, nested
+    # calls too (flatten keeps the outermost). The first write: this thread reads no more.
+    per_range = nvtx_mod.gpu_per_range(ops, calls, ranges)
+    out.write("nvtx_gpu_t", per_range)
+    calls = flatten(calls)
     nvr = ranges.filter(~pl.col("library")).drop("library")
     del ranges
     # (the program's ranges with GPU work: the steps' NVTX candidates)
     nv = per_range.filter(pl.col("gpu_ops") > 0).join(nvr.select("range_id", "depth", "text"), on="range_id")
     nv = nv.select("device_id", "range_id", "depth", "text", "gpu_start", "gpu_end", "gpu_time")
     del per_range
-    py_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples")
-    py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
-    cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")
-    cpu_frames = read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames")
 
     # Each operation's launch call (its thread, null when not traced), and whether it is the
     # first execution of its kernel on its GPU.
