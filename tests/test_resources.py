@@ -82,6 +82,44 @@ INTERRUPTED = [
 ]
 
 
+def test_ctrl_c_in_polars_python_code_comes_again_outside_it():
+    """Polars' Rust calls Python back (the dtype objects of a frame's schema), and Ctrl-C raised
+    in such a call is a Rust panic printed with a backtrace (a run of the test below once ended
+    so). The command's handler puts it off while the frame it lands in is Polars' own."""
+    import polars as pl
+
+    from nsight_doctor.errors import in_polars, install_interrupt_handler
+
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call" and in_polars(frame):
+            frames.append(frame)
+
+    sys.setprofile(profile)
+    try:
+        _ = pl.DataFrame({"a": [1]}).schema
+    finally:
+        sys.setprofile(None)
+    assert frames, "Polars ran no Python code of its own"
+    assert not in_polars(sys._getframe())
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        install_interrupt_handler()
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler)
+        try:
+            handler(signal.SIGINT, frames[-1])
+        except KeyboardInterrupt:
+            pytest.fail("Ctrl-C was raised in Polars' frame")
+        with pytest.raises(KeyboardInterrupt):
+            time.sleep(2)  # and sent again, to land here
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGINT, sys._getframe())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypatch):
     """Ctrl-C right after the temporary file is created (where a run of the test below once
     left a .partial- file in the rules cache): the write completes, then the interrupt."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 
-from nsight_doctor.errors import exit_interrupted
+from nsight_doctor.errors import exit_interrupted, install_interrupt_handler
 
 
 def interrupted_import(e: BaseException) -> bool:
@@ -25,6 +25,7 @@ def interrupted_import(e: BaseException) -> bool:
 
 
 def run() -> None:
+    install_interrupt_handler()
     from nsight_doctor.runtime import configure_allocator, configure_polars
 
     configure_allocator()  # before DuckDB is imported

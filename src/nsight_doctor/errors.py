@@ -1,14 +1,17 @@
 """Errors that the command line reports as one line on stderr with exit code 2, the tests
 that tell an interrupt or an exhausted memory limit from other failures, wherever they were
-wrapped, and the exit on an interrupt. Light on purpose: ``__main__`` imports it before
+wrapped, Ctrl-C's handler and the exit on an interrupt. Light on purpose: ``__main__`` imports it before
 anything heavy."""
 
 from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
+from types import FrameType
 
 
 class DoctorError(Exception):
@@ -72,6 +75,40 @@ def is_out_of_memory(e: BaseException) -> bool:
         if "Out of Memory Error" in str(x):
             return True
     return False
+
+
+# How often Ctrl-C may be put off (every 20 ms) before it is raised wherever it lands.
+MAX_DEFERRALS = 500
+
+
+def install_interrupt_handler() -> None:
+    """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, except in the Python code
+    of Polars: there it is sent again 20 ms later. Polars' Rust calls Python back (to make the
+    dtype objects of a frame's schema, to read a DuckDB result's Arrow stream), and an
+    exception raised in such a call is a Rust panic, printed with a backtrace, not an
+    interrupt."""
+    deferred = 0
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        nonlocal deferred
+        if deferred < MAX_DEFERRALS and in_polars(frame):
+            deferred += 1
+            timer = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
+            timer.daemon = True
+            timer.start()
+            return
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_interrupt)
+
+
+def in_polars(frame: FrameType | None) -> bool:
+    """Whether the frame the interrupt landed in runs a module of the polars package."""
+    polars = sys.modules.get("polars")
+    init = getattr(polars, "__file__", None)
+    if frame is None or not init:
+        return False
+    return frame.f_code.co_filename.startswith(os.path.dirname(init) + os.sep)
 
 
 def exit_interrupted() -> None:
