@@ -52,6 +52,11 @@ def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(row and row[0])
 
 
+def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Every table's name, for checks of many (each duckdb_tables() call is about 0.7 ms)."""
+    return {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
 def quiet(con: duckdb.DuckDBPyConnection) -> None:
     """DuckDB's own progress bar writes to stdout, which would corrupt JSON output."""
     con.execute("SET enable_progress_bar = false")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.db import execute, literal, quote, scalar, table_exists
+from nsight_doctor.db import execute, literal, quote, scalar, table_names
 from nsight_doctor.errors import InputError, ResourceError
 from nsight_doctor.ingest.tables import column_map, contract
 
@@ -31,8 +31,9 @@ READER_FILES = (("base_ncu_actions", "actions"), ("base_ncu_metrics", "metrics")
 
 
 def create_empty(con: duckdb.DuckDBPyConnection) -> None:
+    existing = table_names(con)
     for name in NCU_TABLES:
-        if not table_exists(con, name):
+        if name not in existing:
             con.execute(contract()[name].ddl())
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 
 from nsight_doctor import yamlio
-from nsight_doctor.db import first_line, quote, scalar, table_exists, text_expr
+from nsight_doctor.db import first_line, quote, scalar, table_names, text_expr
 from nsight_doctor.errors import InputError
 
 
@@ -67,8 +67,9 @@ def column_map(name: str) -> dict[str, Any]:
 def create_missing(con: duckdb.DuckDBPyConnection) -> None:
     """Creates, empty, every base table that no input filled (an Nsight Compute report alone
     has no timeline, an nsys profile no kernel counters)."""
+    existing = table_names(con)
     for table in contract().values():
-        if not table_exists(con, table.name):
+        if table.name not in existing:
             con.execute(table.ddl())
 
 
