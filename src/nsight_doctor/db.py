@@ -47,14 +47,13 @@ def sandbox(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE table_name = {literal(name)}").fetchone()
-    return bool(row and row[0])
-
-
 def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """Every table's name, for checks of many (each duckdb_tables() call is about 0.7 ms)."""
+    """Every table's name: one listing for checks of many (each is about 0.7 ms)."""
     return {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return name in table_names(con)
 
 
 def quiet(con: duckdb.DuckDBPyConnection) -> None:

@@ -1,7 +1,7 @@
 """Errors that the command line reports as one line on stderr with exit code 2, the tests
 that tell an interrupt or an exhausted memory limit from other failures, wherever they were
-wrapped, Ctrl-C's handler and the exit on an interrupt. Light on purpose: ``__main__`` imports it before
-anything heavy."""
+wrapped, Ctrl-C's handler and the exit on an interrupt. Light on purpose: ``__main__``
+imports it before anything heavy."""
 
 from __future__ import annotations
 
