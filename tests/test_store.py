@@ -116,6 +116,40 @@ def test_the_timeline_writer_raises_a_failed_write_and_an_error_of_the_pass():
     assert con.execute(views).fetchone() == (0,)
 
 
+def test_ctrl_c_while_the_timeline_writer_finishes_stops_its_write_before_going_on():
+    """The pass ends by waiting for the writer; Ctrl-C then must not leave the write running
+    while the caller removes the store (it would write a new write-ahead log there)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import polars as pl
+
+    from nsight_doctor.store.timeline.frames import Writer, read
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    con = duckdb.connect()
+    before = signal.signal(signal.SIGUSR1, interrupt)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt), Writer(con) as out:
+            # A write that would take minutes (any query through the writer's cursor will do),
+            # and one not begun.
+            out.pending.append(out.pool.submit(read, out.cursor, "SELECT sum(hash(range)) FROM range(10_000_000_000)"))
+            out.write("steps", pl.DataFrame({"device_id": [0], "step": [1], "start": [0], "end": [10]}))
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert time.monotonic() - t0 < 30
+    assert all(f.done() for f in out.pending)
+    time.sleep(0.2)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("timeline-writer")] == []
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'steps'").fetchone() == (0,)
+
+
 def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
     import polars as pl
 

@@ -7,7 +7,7 @@ line per column, and is written with exactly those columns and types.
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -80,7 +80,8 @@ class Writer:
     writing gpu_busy and gpu_gaps into a store in a file takes 4 to 7 s on 2 cores. The thread
     writes through a cursor of the store's connection (a connection of its own to the same
     database). Leaving the `with` block waits for every write and raises the first error; on
-    an error in the pass, the writes not begun are dropped."""
+    an error in the pass, or Ctrl-C while it waits, the writes not begun are dropped and the
+    one under way is interrupted."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.cursor = con.cursor()
@@ -112,10 +113,33 @@ class Writer:
         return self
 
     def __exit__(self, kind, value, tb) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=kind is not None)
         try:
-            if kind is None:
-                for f in self.pending:
-                    f.result()
+            if kind is not None:
+                self.stop()
+                return
+            try:
+                wait(self.pending)
+            except BaseException:  # Ctrl-C while the last writes run
+                self.stop()
+                raise
+            for f in self.pending:
+                f.result()
         finally:
+            self.pool.shutdown(wait=True)  # (its thread is idle by now)
             self.cursor.close()
+
+    def stop(self) -> None:
+        """Drops the writes not begun, interrupts the one under way and waits until it has
+        stopped, however often Ctrl-C comes meanwhile: the caller is about to remove the store,
+        and a write that outlived that would leave a write-ahead log behind (CI saw one). It
+        waits on the writes, not on the thread: Python 3.11 takes an interrupted join of a
+        live thread for its end, and later joins return at once."""
+        for f in self.pending:
+            f.cancel()
+        self.cursor.interrupt()
+        while True:
+            try:
+                wait(self.pending)
+                return
+            except KeyboardInterrupt:
+                continue
