@@ -186,11 +186,12 @@ def run_once(inputs, opts: AnalyzeOptions, chosen, reused_store: bool, inputs_id
                             if opts.progress:
                                 opts.progress("rules")
                             found, skipped = rules.run(con, chosen, opts.rule_timeout)
+                            stage = "summarising"
+                            summ = pending.result()
                         except BaseException:
+                            # (the pool's exit waits for the summary: stopped, it ends soon)
                             side.interrupt()
                             raise
-                        stage = "summarising"
-                        summ = pending.result()
                 finally:
                     side.close()
                 findings = rules.graded(found, summ.impact_window()[0])
