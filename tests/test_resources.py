@@ -120,6 +120,48 @@ def test_ctrl_c_in_polars_python_code_comes_again_outside_it():
         signal.signal(signal.SIGINT, previous)
 
 
+def test_ctrl_c_in_code_whose_exceptions_python_ignores_comes_again_outside_it(tmp_path, monkeypatch):
+    """An exception raised in a finalizer or in importlib's own callbacks is printed as
+    "Exception ignored in ..." with a traceback, and the run goes on (a run of the test below
+    once ended so, from a module lock's weak-reference callback)."""
+    from nsight_doctor.errors import install_interrupt_handler, put_off
+
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith("<frozen importlib"):
+            frames.append(frame)
+
+    (tmp_path / "nd_fresh_module.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.setprofile(profile)
+    try:
+        import nd_fresh_module  # noqa: F401
+    finally:
+        sys.setprofile(None)
+        sys.modules.pop("nd_fresh_module", None)
+    assert frames, "the import ran no code of importlib's"
+
+    class Finalized:
+        def __del__(self):
+            frames.append(sys._getframe())
+
+    Finalized()
+    assert frames[-1].f_code.co_name == "__del__"
+    assert all(put_off(f) for f in frames)
+    assert not put_off(sys._getframe())
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        install_interrupt_handler()
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler)
+        handler(signal.SIGINT, frames[0])  # not raised: sent again
+        with pytest.raises(KeyboardInterrupt):
+            time.sleep(2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypatch):
     """Ctrl-C right after the temporary file is created (where a run of the test below once
     left a .partial- file in the rules cache): the write completes, then the interrupt."""

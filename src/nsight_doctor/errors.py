@@ -82,16 +82,13 @@ MAX_DEFERRALS = 500
 
 
 def install_interrupt_handler() -> None:
-    """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, except in the Python code
-    of Polars: there it is sent again 20 ms later. Polars' Rust calls Python back (to make the
-    dtype objects of a frame's schema, to read a DuckDB result's Arrow stream), and an
-    exception raised in such a call is a Rust panic, printed with a backtrace, not an
-    interrupt."""
+    """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, except where that
+    exception would not reach the command (put_off): there it is sent again 20 ms later."""
     deferred = 0
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         nonlocal deferred
-        if deferred < MAX_DEFERRALS and in_polars(frame):
+        if deferred < MAX_DEFERRALS and put_off(frame):
             deferred += 1
             timer = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
             timer.daemon = True
@@ -100,6 +97,19 @@ def install_interrupt_handler() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_interrupt)
+
+
+def put_off(frame: FrameType | None) -> bool:
+    """Whether an exception raised in the frame an interrupt landed in would be lost or turned
+    into something else: Polars' Python code, which its Rust calls back (a frame's dtype
+    objects, a DuckDB result's Arrow stream), where it becomes a Rust panic printed with a
+    backtrace; and the code that Python runs as a callback of its own and whose exceptions it
+    prints and ignores: a finalizer (__del__), or importlib's own (a weak reference's callback
+    that drops a module lock: a run of test_ctrl_c_at_any_stage once printed one)."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    return in_polars(frame) or code.co_name == "__del__" or code.co_filename.startswith("<frozen importlib")
 
 
 def in_polars(frame: FrameType | None) -> bool:
