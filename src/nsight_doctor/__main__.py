@@ -7,6 +7,7 @@ Ctrl-C while they load also ends in "nsight-doctor: interrupted" and exit code 1
 from __future__ import annotations
 
 import gc
+import signal
 
 from nsight_doctor.errors import exit_interrupted, install_interrupt_handler
 
@@ -42,7 +43,12 @@ def run() -> None:
     finally:
         gc.freeze()
         gc.enable()
-    main()
+    try:
+        main()
+    finally:
+        # Done: a Ctrl-C put off by the handler and sent again now would land in the
+        # interpreter's shutdown, which prints it with a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
