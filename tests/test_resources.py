@@ -162,25 +162,70 @@ def test_ctrl_c_in_code_whose_exceptions_python_ignores_comes_again_outside_it(t
         signal.signal(signal.SIGINT, previous)
 
 
+def ctrl_c_once_a_partial_file_exists(monkeypatch) -> None:
+    """Sends SIGINT right after a .partial- file is created, wherever the code creates it."""
+    real_open = os.open
+
+    def open_then_ctrl_c(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        if os.path.basename(os.fsdecode(path)).startswith(".partial-"):
+            os.kill(os.getpid(), signal.SIGINT)
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_ctrl_c)
+
+
 def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypatch):
     """Ctrl-C right after the temporary file is created (where a run of the test below once
     left a .partial- file in the rules cache): the write completes, then the interrupt."""
-    import tempfile
-
     from nsight_doctor.cachedir import write_atomic
 
-    made = tempfile.mkstemp
-
-    def mkstemp_then_ctrl_c(*args, **kwargs):
-        fd_name = made(*args, **kwargs)
-        os.kill(os.getpid(), signal.SIGINT)
-        return fd_name
-
-    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_ctrl_c)
     target = tmp_path / "cache" / "entry.json"
+    ctrl_c_once_a_partial_file_exists(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, "{}")
+    monkeypatch.undo()
     assert target.read_text() == "{}"
+    assert leftovers(tmp_path / "cache") == []
+
+
+def test_an_interrupt_as_a_compressed_input_is_unpacked_leaves_no_partial_copy(tmp_path, monkeypatch):
+    """Ctrl-C right after the decompressed copy's temporary file is created (a run of the test
+    below once left one in the cache): it is removed on the way out."""
+    from nsight_doctor.ingest import cache
+
+    monkeypatch.setenv("NSIGHT_DOCTOR_CACHE", str(tmp_path / "cache"))
+    src = sample("tp2_overlap", ".sqlite.xz")
+    ctrl_c_once_a_partial_file_exists(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        cache.unpack(src, "xz", src)
+    monkeypatch.undo()
+    assert (tmp_path / "cache").is_dir()
+    assert leftovers(tmp_path / "cache") == []
+
+
+def test_an_interrupt_as_an_archive_is_unpacked_leaves_no_partial_folder(tmp_path, monkeypatch):
+    """Ctrl-C right after the folder an archive is unpacked into is made: it is removed."""
+    import tarfile
+
+    from nsight_doctor.archive.discover import unpack_archive
+
+    archive = tmp_path / "profiles.tar"
+    with tarfile.open(archive, "w") as tf:
+        tf.add(sample("tp2_overlap", ".sqlite.xz"), arcname="tp2_overlap.sqlite.xz")
+    monkeypatch.setenv("NSIGHT_DOCTOR_CACHE", str(tmp_path / "cache"))
+    real_mkdir = os.mkdir
+
+    def mkdir_then_ctrl_c(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)
+        if os.path.basename(os.fsdecode(path)).startswith(".partial-"):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        unpack_archive(archive, "tar")
+    monkeypatch.undo()
+    assert (tmp_path / "cache" / "archives").is_dir()
     assert leftovers(tmp_path / "cache") == []
 
 

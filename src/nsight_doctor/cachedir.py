@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 CODE_SUFFIXES = (".py", ".sql", ".yaml", ".yml", ".json", ".csv")
 
@@ -56,13 +56,13 @@ def write_atomic(path: Path, text: str) -> None:
     temporary file nor lose track of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with sigint_deferred():
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".partial-")
+        tmp = private_file(".partial-", path.parent)
         try:
-            with os.fdopen(fd, "w") as f:
+            with create(tmp, "x") as f:
                 f.write(text)
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
 
 
@@ -72,6 +72,18 @@ def private_dir(prefix: str, parent: Path | None = None) -> Path:
     it can between mkdtemp's making the folder and returning its name. Make it with
     mkdir(mode=0o700) inside the try whose cleanup removes it."""
     return (parent or Path(tempfile.gettempdir())) / f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
+
+
+def private_file(prefix: str, parent: Path) -> Path:
+    """A new file's path in parent, not yet made (as private_dir's, and for the same reason
+    mkstemp is not used): create it with create() inside the try whose cleanup removes it."""
+    return private_dir(prefix, parent)
+
+
+def create(path: Path, mode: str = "xb") -> IO[Any]:
+    """Opens a new file (mode "x" or "xb": it must not exist) readable by its owner only, as
+    mkstemp's files are."""
+    return open(path, mode, opener=lambda p, flags: os.open(p, flags, 0o600))
 
 
 @contextmanager

@@ -24,7 +24,6 @@ import hashlib
 import os
 import shutil
 import tarfile
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsight_doctor.analysis_cache import content_sha256
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.errors import InputError
 from nsight_doctor.ingest import cache
 from nsight_doctor.ingest.detect import KNOWN_SUFFIXES, detect, is_nsys_parquet_dir
@@ -104,8 +104,9 @@ def unpack_archive(p: Path, kind: str) -> Path:
     if dest.is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=dest.parent))
+    tmp = private_dir(".partial-", dest.parent)
     try:
+        tmp.mkdir(mode=0o700)
         if kind == "tar":
             with tarfile.open(p) as tf:
                 members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
@@ -118,9 +119,11 @@ def unpack_archive(p: Path, kind: str) -> Path:
                         raise InputError(f"'{p}': a member's path leaves the archive ({info.filename})")
                 zf.extractall(tmp)
         os.replace(tmp, dest)
-    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise InputError(f"'{p}' could not be unpacked ({e}): truncated or corrupt") from None
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)  # (also on Ctrl-C)
+        if isinstance(e, (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError)):
+            raise InputError(f"'{p}' could not be unpacked ({e}): truncated or corrupt") from None
+        raise
     return dest
 
 

@@ -18,7 +18,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from nsight_doctor.cachedir import cache_dir
+from nsight_doctor.cachedir import cache_dir, create, private_file
 from nsight_doctor.errors import InputError
 
 _fallback: dict[str, str] = {}  # "folder": the temporary folder, "reason": why, "used": since the last note
@@ -28,9 +28,11 @@ def writable(d: Path) -> str | None:
     """None when files can be created in d (made if missing), else the reason."""
     try:
         d.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=d, prefix=".probe-")
-        os.close(fd)
-        os.unlink(probe)
+        probe = private_file(".probe-", d)
+        try:
+            create(probe).close()
+        finally:
+            probe.unlink(missing_ok=True)
     except OSError as e:
         return e.strerror or str(e)
     return None
@@ -80,9 +82,9 @@ def unpack(src: Path, kind: str, original: Path) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     opener = lzma.open if kind == "xz" else gzip.open
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".partial-")
+    tmp = private_file(".partial-", dest.parent)
     try:
-        with os.fdopen(fd, "wb") as out, opener(src, "rb") as inp:
+        with create(tmp) as out, opener(src, "rb") as inp:
             try:
                 shutil.copyfileobj(inp, out, 1 << 20)
             except (EOFError, lzma.LZMAError, zlib.error) as e:
@@ -94,6 +96,6 @@ def unpack(src: Path, kind: str, original: Path) -> Path:
         os.replace(tmp, dest)
     except BaseException:
         # Also on Ctrl-C: no partial copy is left in the cache.
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return dest
