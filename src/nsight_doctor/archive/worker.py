@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ import duckdb
 
 from nsight_doctor import __version__, analysis_cache
 from nsight_doctor.archive import schema
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.db import first_line, literal, plain, quiet, scalar
 from nsight_doctor.errors import DoctorError
 from nsight_doctor.model import Diagnosis, severity_rank
@@ -59,8 +59,9 @@ def run_task(task: Task, parts_root: str) -> dict[str, Any]:
 
     t0 = time.monotonic()
     errors: list[tuple[str, str]] = []
-    work = Path(tempfile.mkdtemp(prefix="nsight-doctor-ingest-"))
+    work = private_dir("nsight-doctor-ingest-")
     try:
+        work.mkdir(mode=0o700)
         for inputs in task.candidates:
             db = work / f"store-{len(errors)}.duckdb"
             opts = AnalyzeOptions(db=str(db), command="nsight-doctor ingest", **task.options)
@@ -106,8 +107,9 @@ def shown_text(text: str, shown: dict[str, str]) -> str:
 def write_part(task: Task, inputs: list[str], d: Diagnosis, db: Path, parts_root: str, seconds: float) -> Path:
     root = Path(parts_root)
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{task.profile_id}.", dir=root))
+    tmp = private_dir(f".{task.profile_id}.", root)
     try:
+        tmp.mkdir(mode=0o700)
         store = duckdb.connect(str(db), read_only=True)
         quiet(store)
         try:

@@ -14,11 +14,10 @@ import hashlib
 import lzma
 import os
 import shutil
-import tempfile
 import zlib
 from pathlib import Path
 
-from nsight_doctor.cachedir import cache_dir, create, private_file
+from nsight_doctor.cachedir import cache_dir, create, private_dir, private_file
 from nsight_doctor.errors import InputError
 
 _fallback: dict[str, str] = {}  # "folder": the temporary folder, "reason": why, "used": since the last note
@@ -45,9 +44,10 @@ def usable_dir(name: str) -> Path:
     if reason is None:
         return preferred
     if "folder" not in _fallback:
-        folder = tempfile.mkdtemp(prefix="nsight-doctor-cache-")
-        atexit.register(shutil.rmtree, folder, True)
-        _fallback.update(folder=folder, reason=f"the cache folder {cache_dir()} is not writable ({reason})")
+        folder = private_dir("nsight-doctor-cache-")
+        atexit.register(shutil.rmtree, folder, True)  # (before it exists: see private_dir)
+        folder.mkdir(mode=0o700)
+        _fallback.update(folder=str(folder), reason=f"the cache folder {cache_dir()} is not writable ({reason})")
     _fallback["used"] = "yes"
     d = Path(_fallback["folder"]) / name
     d.mkdir(parents=True, exist_ok=True)
