@@ -189,6 +189,33 @@ def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypa
     assert leftovers(tmp_path / "cache") == []
 
 
+def test_an_interrupt_while_python_probes_the_temporary_folder_leaves_no_probe(tmp_path, monkeypatch):
+    """Python picks the temporary folder, the first time, by writing a probe file there and
+    removing it: Ctrl-C right after the probe is made arrives once it is removed (a run of the
+    test below once left one in its TMPDIR)."""
+    import tempfile
+
+    from nsight_doctor.cachedir import temp_root
+
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # (not chosen yet)
+    real_open = os.open
+
+    def open_then_ctrl_c(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        if os.path.dirname(os.fsdecode(path)) == str(folder):
+            os.kill(os.getpid(), signal.SIGINT)
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        temp_root()
+    monkeypatch.undo()
+    assert list(folder.iterdir()) == []
+
+
 def test_an_interrupt_as_a_compressed_input_is_unpacked_leaves_no_partial_copy(tmp_path, monkeypatch):
     """Ctrl-C right after the decompressed copy's temporary file is created (a run of the test
     below once left one in the cache): it is removed on the way out."""

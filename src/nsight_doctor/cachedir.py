@@ -71,7 +71,15 @@ def private_dir(prefix: str, parent: Path | None = None) -> Path:
     the path before the folder exists, so a Ctrl-C between the two cannot leave it behind, as
     it can between mkdtemp's making the folder and returning its name. Make it with
     mkdir(mode=0o700) inside the try whose cleanup removes it."""
-    return (parent or Path(tempfile.gettempdir())) / f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
+    return (parent or temp_root()) / f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
+
+
+def temp_root() -> Path:
+    """The temporary folder ($TMPDIR, ...). The first time, Python chooses it by writing a
+    probe file there and removing it; Ctrl-C between the two left the probe (a run of the
+    Ctrl-C tests saw one), so Ctrl-C is held back meanwhile."""
+    with sigint_deferred():
+        return Path(tempfile.gettempdir())
 
 
 def private_file(prefix: str, parent: Path) -> Path:

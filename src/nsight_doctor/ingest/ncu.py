@@ -7,13 +7,15 @@ then read by DuckDB. Several reports can be loaded into one store: action ids st
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import duckdb
 
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.db import execute, literal, quote, scalar, table_names
 from nsight_doctor.errors import InputError, ResourceError
 from nsight_doctor.ingest.tables import column_map, contract
@@ -84,8 +86,13 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
     create_empty(con)
     if progress:
         progress("reading the Nsight Compute report")
-    with tempfile.TemporaryDirectory(prefix="nsight-doctor-ncu-") as tmp:
-        out = Path(tmp)
+    out = private_dir("nsight-doctor-ncu-")
+    try:
+        out.mkdir(mode=0o700)
+        # The reader's own temporary files go inside this folder: on Ctrl-C it is killed,
+        # and cannot remove them itself.
+        (out / "tmp").mkdir()
+        env = {**os.environ, **{name: str(out / "tmp") for name in ("TMPDIR", "TEMP", "TMP")}}
         try:
             run = subprocess.run(
                 [sys.executable, "-m", "nsight_doctor.ingest.ncu_reader", str(path), str(out)],
@@ -93,6 +100,7 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
                 text=True,
                 errors="replace",
                 timeout=timeout,
+                env=env,
             )
         except subprocess.TimeoutExpired:
             raise ResourceError(
@@ -147,4 +155,6 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
                 f"format='newline_delimited', columns={{{spec}}})"
             )
         meta["bad_values"], meta["bad_kernels"] = derive_tables(con, offset)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     return meta

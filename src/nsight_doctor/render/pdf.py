@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.errors import DoctorError
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.render import html
@@ -59,9 +59,11 @@ def require_browser() -> str:
 def render(d: Diagnosis, browser: str | None = None, timeout: float = 180) -> bytes:
     exe = browser or require_browser()
     page = html.render(d, static=True)
-    with tempfile.TemporaryDirectory(prefix="nsight-doctor-pdf-") as tmp:
-        src = Path(tmp) / "report.html"
-        out = Path(tmp) / "report.pdf"
+    tmp = private_dir("nsight-doctor-pdf-")
+    try:
+        tmp.mkdir(mode=0o700)
+        src = tmp / "report.html"
+        out = tmp / "report.pdf"
         src.write_text(page, encoding="utf-8")
         cmd = [exe, *FLAGS, f"--user-data-dir={tmp}/profile", f"--print-to-pdf={out}", src.as_uri()]
         try:
@@ -72,3 +74,5 @@ def render(d: Diagnosis, browser: str | None = None, timeout: float = 180) -> by
             tail = " ".join((r.stderr or "").split()[-30:])
             raise DoctorError(f"{exe} did not write the PDF (exit {r.returncode}): {tail}")
         return out.read_bytes()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
