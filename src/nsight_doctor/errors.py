@@ -5,13 +5,14 @@ imports it before anything heavy."""
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import sys
-import threading
-from collections.abc import Iterator
-from types import FrameType
+
+TYPE_CHECKING = False  # (as in the package's __init__: typing is slow to import)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import FrameType
 
 
 class DoctorError(Exception):
@@ -90,6 +91,8 @@ def install_interrupt_handler() -> None:
         nonlocal deferred
         if deferred < MAX_DEFERRALS and put_off(frame):
             deferred += 1
+            import threading
+
             timer = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
             timer.daemon = True
             timer.start()
@@ -135,5 +138,7 @@ def exit_interrupted() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    import atexit
+
     atexit._run_exitfuncs()
     os._exit(130)
