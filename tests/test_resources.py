@@ -16,6 +16,7 @@ process, writes partial output, and sleeps. Everything else is the real tool on 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -82,13 +83,28 @@ INTERRUPTED = [
 ]
 
 
+@contextlib.contextmanager
+def the_commands_handler():
+    """The command's Ctrl-C handler, in place for the block (the test process's after it)."""
+    from nsight_doctor.errors import install_interrupt_handler
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        install_interrupt_handler()
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler)
+        yield handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_in_polars_python_code_comes_again_outside_it():
     """Polars' Rust calls Python back (the dtype objects of a frame's schema), and Ctrl-C raised
     in such a call is a Rust panic printed with a backtrace (a run of the test below once ended
     so). The command's handler puts it off while the frame it lands in is Polars' own."""
     import polars as pl
 
-    from nsight_doctor.errors import in_polars, install_interrupt_handler
+    from nsight_doctor.errors import in_polars
 
     frames = []
 
@@ -103,11 +119,7 @@ def test_ctrl_c_in_polars_python_code_comes_again_outside_it():
         sys.setprofile(None)
     assert frames, "Polars ran no Python code of its own"
     assert not in_polars(sys._getframe())
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        install_interrupt_handler()
-        handler = signal.getsignal(signal.SIGINT)
-        assert callable(handler)
+    with the_commands_handler() as handler:
         try:
             handler(signal.SIGINT, frames[-1])
         except KeyboardInterrupt:
@@ -116,15 +128,13 @@ def test_ctrl_c_in_polars_python_code_comes_again_outside_it():
             time.sleep(2)  # and sent again, to land here
         with pytest.raises(KeyboardInterrupt):
             handler(signal.SIGINT, sys._getframe())
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_in_code_whose_exceptions_python_ignores_comes_again_outside_it(tmp_path, monkeypatch):
     """An exception raised in a finalizer or in importlib's own callbacks is printed as
     "Exception ignored in ..." with a traceback, and the run goes on (a run of the test below
     once ended so, from a module lock's weak-reference callback)."""
-    from nsight_doctor.errors import install_interrupt_handler, put_off
+    from nsight_doctor.errors import put_off
 
     frames = []
 
@@ -150,16 +160,10 @@ def test_ctrl_c_in_code_whose_exceptions_python_ignores_comes_again_outside_it(t
     assert frames[-1].f_code.co_name == "__del__"
     assert all(put_off(f) for f in frames)
     assert not put_off(sys._getframe())
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        install_interrupt_handler()
-        handler = signal.getsignal(signal.SIGINT)
-        assert callable(handler)
+    with the_commands_handler() as handler:
         handler(signal.SIGINT, frames[0])  # not raised: sent again
         with pytest.raises(KeyboardInterrupt):
             time.sleep(2)
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def ctrl_c_once_a_partial_file_exists(monkeypatch) -> None:
