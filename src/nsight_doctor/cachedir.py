@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 import signal
 import tempfile
 import threading
@@ -72,6 +73,19 @@ def private_dir(prefix: str, parent: Path | None = None) -> Path:
     it can between mkdtemp's making the folder and returning its name. Make it with
     mkdir(mode=0o700) inside the try whose cleanup removes it."""
     return (parent or temp_root()) / f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
+
+
+@contextmanager
+def scratch_dir(prefix: str, parent: Path | None = None) -> Iterator[Path]:
+    """A private folder (private_dir) for the block, removed with all it holds however the
+    block ends: tempfile.TemporaryDirectory without its moment between making the folder and
+    knowing its name."""
+    path = private_dir(prefix, parent)
+    try:
+        path.mkdir(mode=0o700)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def temp_root() -> Path:

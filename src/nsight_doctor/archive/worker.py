@@ -23,7 +23,7 @@ import duckdb
 
 from nsight_doctor import __version__, analysis_cache
 from nsight_doctor.archive import schema
-from nsight_doctor.cachedir import private_dir
+from nsight_doctor.cachedir import private_dir, scratch_dir
 from nsight_doctor.db import first_line, literal, plain, quiet, scalar
 from nsight_doctor.errors import DoctorError
 from nsight_doctor.model import Diagnosis, severity_rank
@@ -59,9 +59,7 @@ def run_task(task: Task, parts_root: str) -> dict[str, Any]:
 
     t0 = time.monotonic()
     errors: list[tuple[str, str]] = []
-    work = private_dir("nsight-doctor-ingest-")
-    try:
-        work.mkdir(mode=0o700)
+    with scratch_dir("nsight-doctor-ingest-") as work:
         for inputs in task.candidates:
             db = work / f"store-{len(errors)}.duckdb"
             opts = AnalyzeOptions(db=str(db), command="nsight-doctor ingest", **task.options)
@@ -82,8 +80,6 @@ def run_task(task: Task, parts_root: str) -> dict[str, Any]:
                 errors.append((type(e).__name__, f"internal error writing its rows: {first_line(e)}"))
                 break
             return {"profile_id": task.profile_id, "ok": True, "part": str(part), "seconds": seconds}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     # The report's own error says most (e.g. too new for this nsys) when every input failed.
     error_type, error = errors[-1] if errors else ("InputError", "nothing to analyse")
     if len(errors) > 1:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 
-from nsight_doctor.cachedir import private_dir
+from nsight_doctor.cachedir import scratch_dir
 from nsight_doctor.db import execute, literal, quote, scalar, table_names
 from nsight_doctor.errors import InputError, ResourceError
 from nsight_doctor.ingest.tables import column_map, contract
@@ -86,9 +85,7 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
     create_empty(con)
     if progress:
         progress("reading the Nsight Compute report")
-    out = private_dir("nsight-doctor-ncu-")
-    try:
-        out.mkdir(mode=0o700)
+    with scratch_dir("nsight-doctor-ncu-") as out:
         # The reader's own temporary files go inside this folder: on Ctrl-C it is killed,
         # and cannot remove them itself.
         (out / "tmp").mkdir()
@@ -155,6 +152,4 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path, progress=None, timeout:
                 f"format='newline_delimited', columns={{{spec}}})"
             )
         meta["bad_values"], meta["bad_kernels"] = derive_tables(con, offset)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
     return meta

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from nsight_doctor.cachedir import private_dir
+from nsight_doctor.cachedir import scratch_dir
 from nsight_doctor.errors import InputError, ReportVersionError, ResourceError, ToolMissingError
 from nsight_doctor.ingest import cache
 from nsight_doctor.ingest.detect import sqlite_tables
@@ -254,9 +254,7 @@ def export_report(
         final = cache.exports_dir() / (cache_key(report) + suffix)
         remove(final)  # a leftover of ours that did not pass is_complete
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = private_dir(".nsight-doctor-export-", final.parent)
-    try:
-        tmpdir.mkdir(mode=0o700)
+    with scratch_dir(".nsight-doctor-export-", final.parent) as tmpdir:
         out = tmpdir / ("export" + suffix)
         kind = "parquetdir" if form == "parquet" else "sqlite"
         cmd = [
@@ -281,8 +279,6 @@ def export_report(
                 f"{last[-1][-300:] if last else 'no message'}"
             )
         os.replace(out, final)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
     return Export(final, form, reused=False), nsys
 
 

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from nsight_doctor.cachedir import private_dir
+from nsight_doctor.cachedir import scratch_dir
 from nsight_doctor.errors import DoctorError
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.render import html
@@ -59,9 +59,7 @@ def require_browser() -> str:
 def render(d: Diagnosis, browser: str | None = None, timeout: float = 180) -> bytes:
     exe = browser or require_browser()
     page = html.render(d, static=True)
-    tmp = private_dir("nsight-doctor-pdf-")
-    try:
-        tmp.mkdir(mode=0o700)
+    with scratch_dir("nsight-doctor-pdf-") as tmp:
         src = tmp / "report.html"
         out = tmp / "report.pdf"
         src.write_text(page, encoding="utf-8")
@@ -74,5 +72,3 @@ def render(d: Diagnosis, browser: str | None = None, timeout: float = 180) -> by
             tail = " ".join((r.stderr or "").split()[-30:])
             raise DoctorError(f"{exe} did not write the PDF (exit {r.returncode}): {tail}")
         return out.read_bytes()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
