@@ -166,17 +166,22 @@ def test_ctrl_c_in_code_whose_exceptions_python_ignores_comes_again_outside_it(t
             time.sleep(2)
 
 
-def ctrl_c_once_a_partial_file_exists(monkeypatch) -> None:
-    """Sends SIGINT right after a .partial- file is created, wherever the code creates it."""
-    real_open = os.open
+def ctrl_c_after(monkeypatch, call: str, made) -> None:
+    """Sends SIGINT right after os.<call> ("open" or "mkdir") made a path for which made(path)
+    holds, wherever the code calls it."""
+    real = getattr(os, call)
 
-    def open_then_ctrl_c(path, flags, *args, **kwargs):
-        fd = real_open(path, flags, *args, **kwargs)
-        if os.path.basename(os.fsdecode(path)).startswith(".partial-"):
+    def then_ctrl_c(path, *args, **kwargs):
+        result = real(path, *args, **kwargs)
+        if made(os.fsdecode(path)):
             os.kill(os.getpid(), signal.SIGINT)
-        return fd
+        return result
 
-    monkeypatch.setattr(os, "open", open_then_ctrl_c)
+    monkeypatch.setattr(os, call, then_ctrl_c)
+
+
+def partial(path: str) -> bool:
+    return os.path.basename(path).startswith(".partial-")
 
 
 def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypatch):
@@ -185,7 +190,7 @@ def test_an_interrupt_during_an_atomic_write_arrives_after_it(tmp_path, monkeypa
     from nsight_doctor.cachedir import write_atomic
 
     target = tmp_path / "cache" / "entry.json"
-    ctrl_c_once_a_partial_file_exists(monkeypatch)
+    ctrl_c_after(monkeypatch, "open", partial)
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, "{}")
     monkeypatch.undo()
@@ -205,15 +210,7 @@ def test_an_interrupt_while_python_probes_the_temporary_folder_leaves_no_probe(t
     folder.mkdir()
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", None)  # (not chosen yet)
-    real_open = os.open
-
-    def open_then_ctrl_c(path, flags, *args, **kwargs):
-        fd = real_open(path, flags, *args, **kwargs)
-        if os.path.dirname(os.fsdecode(path)) == str(folder):
-            os.kill(os.getpid(), signal.SIGINT)
-        return fd
-
-    monkeypatch.setattr(os, "open", open_then_ctrl_c)
+    ctrl_c_after(monkeypatch, "open", lambda path: os.path.dirname(path) == str(folder))
     with pytest.raises(KeyboardInterrupt):
         temp_root()
     monkeypatch.undo()
@@ -227,7 +224,7 @@ def test_an_interrupt_as_a_compressed_input_is_unpacked_leaves_no_partial_copy(t
 
     monkeypatch.setenv("NSIGHT_DOCTOR_CACHE", str(tmp_path / "cache"))
     src = sample("tp2_overlap", ".sqlite.xz")
-    ctrl_c_once_a_partial_file_exists(monkeypatch)
+    ctrl_c_after(monkeypatch, "open", partial)
     with pytest.raises(KeyboardInterrupt):
         cache.unpack(src, "xz", src)
     monkeypatch.undo()
@@ -245,14 +242,7 @@ def test_an_interrupt_as_an_archive_is_unpacked_leaves_no_partial_folder(tmp_pat
     with tarfile.open(archive, "w") as tf:
         tf.add(sample("tp2_overlap", ".sqlite.xz"), arcname="tp2_overlap.sqlite.xz")
     monkeypatch.setenv("NSIGHT_DOCTOR_CACHE", str(tmp_path / "cache"))
-    real_mkdir = os.mkdir
-
-    def mkdir_then_ctrl_c(path, *args, **kwargs):
-        real_mkdir(path, *args, **kwargs)
-        if os.path.basename(os.fsdecode(path)).startswith(".partial-"):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(os, "mkdir", mkdir_then_ctrl_c)
+    ctrl_c_after(monkeypatch, "mkdir", partial)
     with pytest.raises(KeyboardInterrupt):
         unpack_archive(archive, "tar")
     monkeypatch.undo()
