@@ -117,6 +117,33 @@ def test_straggler_variant_names_the_extra_work(tp):
     assert imb.evidence["late_pct"] == pytest.approx(100 * last1 / 512, abs=2)
 
 
+def compute_ns(path, device, t0, t1):
+    """GPU time of one GPU's kernels other than NCCL's inside [t0, t1]."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    return con.execute(
+        """SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+        WHERE s.value NOT LIKE 'ncclDevKernel%' AND k.deviceId = ? AND k.start >= ? AND k.end <= ?""",
+        (device, t0, t1),
+    ).fetchone()[0]
+
+
+def test_overlap_straggler_with_less_work_is_late_from_its_cpu(tp):
+    """In tp2_overlap the straggler (GPU 1) runs less GPU work than GPU 0 between collectives yet
+    arrives last: the message says so (it once said "-14% more GPU work")."""
+    path, d = tp["overlap"]
+    imb = finding(d, "rank-imbalance")
+    e = imb.evidence
+    assert e["straggler"] == 1 and e["device_id"] == 0
+    t = {p.device_id: (p.start_ns, p.end_ns) for p in d.summary.phases if p.steady}
+    assert set(t) == {0, 1}  # (one steady phase per GPU)
+    assert e["straggler_compute_ns"] == compute_ns(path, 1, *t[1])
+    assert e["waiter_compute_ns"] == compute_ns(path, 0, *t[0])
+    less = round(100 * (e["waiter_compute_ns"] - e["straggler_compute_ns"]) / e["waiter_compute_ns"])
+    assert less > 5
+    assert f"GPU 1 ran {less}% less GPU work than GPU 0 between collectives and still arrived last" in imb.message
+    assert "-" not in imb.message.split("GPU 1 ran")[-1]
+
+
 def test_summary_reports_the_nccl_share_per_gpu(tp):
     _, d = tp["exposed"]
     comm = {c["device_id"]: c for c in d.summary.to_json()["communication"]}
