@@ -99,6 +99,9 @@ class GpuRow:
     comm_wait_per_step_ns: list[float | None] = child(
         "per profile: time per step its collectives waited for a slower GPU, ns"
     )
+    comm_exposed_wait_per_step_ns: list[float | None] = child(
+        "per profile: the part of comm_wait_per_step_ns with no other kernel running on the GPU, ns"
+    )
 
 
 @dataclass

@@ -33,7 +33,7 @@ CAUSE_LABELS = {
     "idle:api": "waiting in other CUDA calls",
     "idle:queued": "gaps with work already queued",
     "idle:setup": "one-time setup",
-    "wait:collectives": "waiting in collectives for a slower GPU",
+    "wait:collectives": "exposed waiting for a slower GPU",
     "gpu:cuda-graph": "CUDA graph execution",
     "gpu:memcpy": "copies",
     "gpu:memset": "memsets",
@@ -54,9 +54,10 @@ def components(g: SteadyGpu, basis: str = "step") -> dict[str, float]:
     """Where a GPU's steady time went, in totals (ns) that add up to the time they divide: per
     step, the steps' own split (summary_step_parts: the idle parts, and the GPU busy time with
     the launching thread free or blocked); without steps, the steady state's busy time and idle
-    parts. The busy time is shared out among the work that ran (kernel categories, CUDA graphs,
-    copies, memsets; collectives split into transfer and waiting) by its summed durations, which
-    exceed the busy time where streams overlap."""
+    parts. Collectives' waiting for a slower GPU with nothing else running is its own part (its
+    share of the steady busy time); the rest of the busy time is shared out among the work that
+    ran (kernel categories, CUDA graphs, copies, memsets; collectives by their transfer) by its
+    summed durations, which exceed the busy time where streams overlap."""
     parts = g.step_parts if basis == "step" else None
     if parts is not None and parts.steps:
         n = parts.steps
@@ -72,16 +73,24 @@ def components(g: SteadyGpu, basis: str = "step") -> dict[str, float]:
         # Attention in every form is one component: fused kernels or the unfused chain.
         key = f"gpu:{ATTENTION_PARTS.get(c.category or 'other', c.category or 'other')}"
         work[key] = work.get(key, 0) + c.total_ns
+    # Waiting in collectives took the GPU's time only where no other kernel ran beside it
+    # (comm_exposed_wait_ns, the figure of rank-imbalance and communication-exposed); waiting
+    # beside other kernels is their time. A fleet row from before that column has the total.
+    waited = 0.0
     if g.comm_wait_ns and "gpu:communication" in work:
         work["gpu:communication"] -= g.comm_wait_ns
-        work["wait:collectives"] = g.comm_wait_ns
+        exposed = g.comm_wait_ns if g.comm_exposed_wait_ns is None else g.comm_exposed_wait_ns
+        waited = busy * min(exposed / g.busy_ns, 1.0) if g.busy_ns else 0.0
     for key, ns in (("gpu:cuda-graph", g.graph_ns), ("gpu:memcpy", g.memcpy_ns), ("gpu:memset", g.memset_ns)):
         if ns:
             work[key] = ns
-    summed = sum(work.values())
-    out = {k: busy * v / summed for k, v in work.items() if v > 0} if summed > 0 else {}
-    if busy and not out:
-        out["gpu:busy"] = busy
+    rest = busy - waited
+    summed = sum(v for v in work.values() if v > 0)
+    out = {k: rest * v / summed for k, v in work.items() if v > 0} if summed > 0 else {}
+    if rest > 0 and not out:
+        out["gpu:busy"] = rest
+    if waited > 0:
+        out["wait:collectives"] = waited
     for p, ns in idle.items():
         if ns:
             out[f"idle:{p}"] = out.get(f"idle:{p}", 0) + ns
@@ -305,6 +314,7 @@ def gpu_rows(profiles: Sequence[Profile], basis: str) -> list[GpuRow]:
                 f(lambda g: g.busy_ns),
                 f(lambda g: g.idle_ns),
                 f(lambda g: g.comm_wait_ns),
+                f(lambda g: g.comm_wait_ns if g.comm_exposed_wait_ns is None else g.comm_exposed_wait_ns),
             )
         )
     return out

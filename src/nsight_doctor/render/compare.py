@@ -250,7 +250,8 @@ def tables(c: Comparison) -> list[Table]:
                 ("step median", g.step_ns_median, "ns"),
                 ("busy " + per, g.busy_per_step_ns, "ns"),
                 ("idle " + per, g.idle_per_step_ns, "ns"),
-                ("waiting in collectives " + per, g.comm_wait_per_step_ns, "ns"),
+                ("collectives waiting " + per, g.comm_wait_per_step_ns, "ns"),
+                ("  of it exposed (nothing else running)", g.comm_exposed_wait_per_step_ns, "ns"),
             ):
                 base = vals[0]
                 chs = [None, *((100 * (v - base) / base) if v is not None and base else None for v in vals[1:])]

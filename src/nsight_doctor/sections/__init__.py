@@ -407,6 +407,7 @@ class SteadyGpu(Section):
     memcpy_ns: int
     memset_ns: int
     comm_wait_ns: int
+    comm_exposed_wait_ns: float | None
     blocking_calls: int
     blocking_ns: int
     step_kinds: list[StepKind] = child("its steps by the kind of their phase (summary_step_kinds)", [])

@@ -17,6 +17,8 @@
 -- wait_ns: duration - transfer_ns: time this GPU waited inside the collective for a slower one.
 -- last_to_arrive: whether this GPU started the collective last (the others waited for it).
 -- exposed_ns: part of the duration during which no other kernel ran on this GPU.
+-- exposed_wait_ns: the waiting in exposed_ns: exposed_ns * wait_ns / duration (the rest of
+--   the waiting ran beside other kernels and cost no time). What balanced ranks would save, ns.
 CREATE TABLE comm_kernels AS
 WITH c AS (
     SELECT device_id, pid, stream_id, start, "end", duration, name,
@@ -50,11 +52,15 @@ WITH c AS (
 ), a2 AS (
     SELECT a1.*, v.before + least(greatest(a1.start - v.s, 0), v.e - v.s) AS f_start
     FROM a1 ASOF LEFT JOIN cov v ON v.device_id = a1.device_id AND a1.start >= v.s
+), a3 AS (
+    SELECT a2.*, a2.duration - (coalesce(a2.f_end, 0) - coalesce(a2.f_start, 0)) AS exposed_ns FROM a2
 )
-SELECT a2.device_id, a2.pid, a2.stream_id, a2.name, a2.op, a2.seq, a2.start, a2."end", a2.duration,
+SELECT a.device_id, a.pid, a.stream_id, a.name, a.op, a.seq, a.start, a."end", a.duration,
        m.ranks,
-       CASE WHEN m.ranks > 1 THEN m.transfer_ns ELSE a2.duration END AS transfer_ns,
-       CASE WHEN m.ranks > 1 THEN a2.duration - m.transfer_ns ELSE 0 END AS wait_ns,
-       m.ranks > 1 AND a2.start = m.last_start AS last_to_arrive,
-       a2.duration - (coalesce(a2.f_end, 0) - coalesce(a2.f_start, 0)) AS exposed_ns
-FROM a2 JOIN m USING (name, seq);
+       CASE WHEN m.ranks > 1 THEN m.transfer_ns ELSE a.duration END AS transfer_ns,
+       CASE WHEN m.ranks > 1 THEN a.duration - m.transfer_ns ELSE 0 END AS wait_ns,
+       m.ranks > 1 AND a.start = m.last_start AS last_to_arrive,
+       a.exposed_ns,
+       CASE WHEN m.ranks > 1 THEN coalesce(a.exposed_ns * (a.duration - m.transfer_ns) / nullif(a.duration, 0), 0)
+            ELSE 0 END AS exposed_wait_ns
+FROM a3 a JOIN m USING (name, seq);

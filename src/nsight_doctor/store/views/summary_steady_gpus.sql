@@ -20,6 +20,8 @@
 -- memcpy_ns: their total time, ns.
 -- memset_ns: total time of the memsets in it, ns.
 -- comm_wait_ns: time its collective kernels waited for a slower GPU (comm_kernels.wait_ns), ns.
+-- comm_exposed_wait_ns: the part of comm_wait_ns during which no other kernel ran on the GPU
+--   (comm_kernels.exposed_wait_ns): the steady time the waiting cost, ns.
 -- blocking_calls: blocking calls made in it (steady_blocking_calls).
 -- blocking_ns: the CPU's time in them, ns.
 CREATE VIEW summary_steady_gpus AS
@@ -39,7 +41,7 @@ WITH ph AS (
     FROM memcpy m JOIN ph ON ph.device_id = m.device_id AND m.start >= ph.start AND m.start < ph."end"
     GROUP BY m.device_id
 ), cw AS (
-    SELECT c.device_id, sum(c.wait_ns) AS comm_wait_ns
+    SELECT c.device_id, sum(c.wait_ns) AS comm_wait_ns, sum(c.exposed_wait_ns) AS comm_exposed_wait_ns
     FROM comm_kernels c JOIN ph ON ph.device_id = c.device_id AND c.start >= ph.start AND c.start < ph."end"
     GROUP BY c.device_id
 ), bl AS (
@@ -51,7 +53,7 @@ SELECT s.device_id, s.window_ns, s.busy_ns, s.idle_ns, s.busy_pct, s.kind, s.ste
        coalesce(o.graphs, 0) AS graphs, coalesce(o.graph_ns, 0) AS graph_ns,
        coalesce(cp.memcpy_count, 0) AS memcpy_count, coalesce(cp.memcpy_bytes, 0) AS memcpy_bytes,
        coalesce(cp.memcpy_ns, 0) AS memcpy_ns, coalesce(o.memset_ns, 0) AS memset_ns,
-       coalesce(cw.comm_wait_ns, 0) AS comm_wait_ns,
+       coalesce(cw.comm_wait_ns, 0) AS comm_wait_ns, coalesce(cw.comm_exposed_wait_ns, 0) AS comm_exposed_wait_ns,
        coalesce(bl.blocking_calls, 0) AS blocking_calls, coalesce(bl.blocking_ns, 0) AS blocking_ns
 FROM steady_state s
 LEFT JOIN ops o USING (device_id)
