@@ -6,6 +6,7 @@ independent oracle (tests/oracle.py: plain Python over the raw export).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import shutil
@@ -213,6 +214,36 @@ def test_streaming_loop_is_cpu_bound_in_the_named_code_not_host_sync():
     # Deferring the read-back would hide at most the GPU time the CPU waited for.
     assert "which would hide up to" in top.message
     assert top.evidence["blocked_ns"] < 0.2 * top.impact_ns
+
+
+def test_gpu_idle_names_the_call_that_holds_most_of_its_api_time():
+    """hf_generate's gaps spend 4.1 ms in CUDA calls other than launches and syncs; the oracle's
+    gaps, and the export's calls clipped to them, put most of it in cuKernelGetName (13,600
+    short calls). Naming the gaps' longest call most often gave cuKernelGetAttribute; weighting
+    it by the gaps' API time gave cuKernelSetAttribute, a one-time call outside that time."""
+    src = export_of("hf_generate")
+    con = oracle.open_export(src)
+    windows = sorted((g.start, g.end) for g in oracle.gaps(con) if g.parts["alloc"] + g.parts["other"] > 0)
+    starts = [w[0] for w in windows]
+    time_by_name: dict[str, int] = {}
+    rows = con.execute(
+        "SELECT r.start, r.end, s.value FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId"
+    )
+    for a, b, raw in rows:
+        name = oracle.base(raw)
+        if any(r.match(name) for r in (oracle.LAUNCH, oracle.SYNC, oracle.COPY, oracle.MODULE, oracle.ONE_TIME)):
+            continue
+        i = max(bisect.bisect_right(starts, a) - 1, 0)
+        while i < len(windows) and windows[i][0] < b:
+            w0, w1 = windows[i]
+            if w1 > a:
+                time_by_name[name] = time_by_name.get(name, 0) + min(b, w1) - max(a, w0)
+            i += 1
+    top = max(time_by_name, key=time_by_name.get)
+    assert top == "cuKernelGetName" and time_by_name[top] > 0.5 * sum(time_by_name.values())
+    f = finding(diagnosis("hf_generate"), "gpu-idle")
+    assert f.evidence["top_api"] == top
+    assert "(mostly cuKernelGetName)" in f.message
 
 
 def test_sleep_after_each_sync_is_cpu_time_not_sync():
