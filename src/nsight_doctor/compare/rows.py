@@ -74,13 +74,11 @@ def components(g: SteadyGpu, basis: str = "step") -> dict[str, float]:
         key = f"gpu:{ATTENTION_PARTS.get(c.category or 'other', c.category or 'other')}"
         work[key] = work.get(key, 0) + c.total_ns
     # Waiting in collectives took the GPU's time only where no other kernel ran beside it
-    # (comm_exposed_wait_ns, the figure of rank-imbalance and communication-exposed); waiting
-    # beside other kernels is their time. A fleet row from before that column has the total.
+    # (exposed_wait_ns); waiting beside other kernels is their time.
     waited = 0.0
     if g.comm_wait_ns and "gpu:communication" in work:
         work["gpu:communication"] -= g.comm_wait_ns
-        exposed = g.comm_wait_ns if g.comm_exposed_wait_ns is None else g.comm_exposed_wait_ns
-        waited = busy * min(exposed / g.busy_ns, 1.0) if g.busy_ns else 0.0
+        waited = busy * min(exposed_wait_ns(g) / g.busy_ns, 1.0) if g.busy_ns else 0.0
     for key, ns in (("gpu:cuda-graph", g.graph_ns), ("gpu:memcpy", g.memcpy_ns), ("gpu:memset", g.memset_ns)):
         if ns:
             work[key] = ns
@@ -95,6 +93,13 @@ def components(g: SteadyGpu, basis: str = "step") -> dict[str, float]:
         if ns:
             out[f"idle:{p}"] = out.get(f"idle:{p}", 0) + ns
     return out
+
+
+def exposed_wait_ns(g: SteadyGpu) -> float:
+    """A GPU's waiting in collectives while no other kernel ran on it (comm_exposed_wait_ns,
+    the figure of rank-imbalance and communication-exposed); a fleet row from before that
+    column has only the total waiting."""
+    return g.comm_wait_ns if g.comm_exposed_wait_ns is None else g.comm_exposed_wait_ns
 
 
 IDLE_PARTS = ("launch", "queued", "sync", "cpu", "api", "setup")
@@ -314,7 +319,7 @@ def gpu_rows(profiles: Sequence[Profile], basis: str) -> list[GpuRow]:
                 f(lambda g: g.busy_ns),
                 f(lambda g: g.idle_ns),
                 f(lambda g: g.comm_wait_ns),
-                f(lambda g: g.comm_wait_ns if g.comm_exposed_wait_ns is None else g.comm_exposed_wait_ns),
+                f(exposed_wait_ns),
             )
         )
     return out
