@@ -9,14 +9,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
-from nsight_doctor.compare import Comparison
 from nsight_doctor.db import table_exists
 from nsight_doctor.errors import InputError, OutputError
 from nsight_doctor.model import Diagnosis
 from nsight_doctor.render import FILE_FORMATS, render, render_bytes
+
+if TYPE_CHECKING:  # (compare's modules load only for `compare`)
+    from nsight_doctor.compare import Comparison
 
 # Suffixes dropped from a profile's name to name its report (run.nsys-rep.xz -> run.html).
 PROFILE_SUFFIXES = (".xz", ".gz", ".nsys-rep", ".qdrep", ".sqlite", ".ncu-rep", ".nvvp", ".prof", "_pqtdir")
@@ -100,10 +103,12 @@ def write(
     d: Diagnosis, req: ReportRequest, inputs: list[str], color: bool = False, verbose: bool = False
 ) -> tuple[str | None, list[str]]:
     """Renders the report: returns (text for standard output or None, lines saying what was written)."""
-    from nsight_doctor.render import charts as charts_mod
-
     said: list[str] = []
-    charts = charts_mod.build(d) if req.needs_data else None
+    charts = None
+    if req.needs_data:
+        from nsight_doctor.render import charts as charts_mod  # (Altair's specs: only when a chart is drawn)
+
+        charts = charts_mod.build(d)
     out = req.output_path(inputs)
     stdout_text = None
     options: dict = {}
@@ -124,6 +129,8 @@ def write(
         if req.fmt == "ipynb" and d.store_path:
             said.append(f"its cells reopen the DuckDB store {d.store_path}")
     if req.charts_dir is not None:
+        from nsight_doctor.render import charts as charts_mod
+
         assert charts is not None
         written = charts_mod.export(charts, req.charts_dir)
         said.append(f"wrote {len(written) // 2} charts as PNG and SVG into {req.charts_dir}")
