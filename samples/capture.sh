@@ -15,7 +15,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # llm2: its MoE and sampling captures (one GPU);
                 # timeline: the captures of workloads/timeline.py, with CPU and Python samples
                 # where they name the code (one GPU); ncu_prefill: Nsight Compute of
-                # prefill attention on both SDPA backends (one GPU)
+                # prefill attention on both SDPA backends (one GPU); probes: the timeline
+                # model's probes (workloads/probe.py, hf_serving.py cb at other sizes; one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -235,8 +236,34 @@ timeline_series() {
   ls -la "$OUT"
 }
 
+# Workloads unlike the other samples' (workloads/probe.py, and hf_serving.py's continuous batching at
+# other sizes), each capture's log holding the workload's FACTS line: the probes of the timeline
+# model in samples/hf_qwen_sample, hf_cb_eager and hf_cb_graphs_varied.
+probe_capture() {  # name range|whole workload args...
+  local name=$1 range=$2; shift 2
+  local R=(); [ "$range" = range ] && R=("${NSYS_RANGE[@]}")
+  echo "== nsys $name"
+  timeout $NSYS_TIMEOUT $NSYS profile -o "$C/$name" -f true -t cuda,nvtx,osrt,cublas,cudnn --sample=none \
+    --cpuctxsw=none "${R[@]}" python3 "$@" > "$C/$name.log" 2>&1
+  grep -a "FACTS" "$C/$name.log" | head -1
+  timeout 90 $NSYS export --type sqlite -f true -o "$C/$name.sqlite" "$C/$name.nsys-rep" > /dev/null
+  xz -T0 -6 -c "$C/$name.sqlite" > "$OUT/$name.sqlite.xz"; cp "$C/$name.log" "$OUT/"
+}
+
+probe_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_qwen_sample whole $W/probe.py qwen
+  probe_capture hf_nested_nvtx whole $W/probe.py nested
+  probe_capture hf_cb_eager range $W/hf_serving.py cb --requests 24 --min-prompt 32 --max-prompt 300 \
+    --new-tokens 24 --max-batch-tokens 512 --max-memory-percent 0.3 --no-graphs
+  probe_capture hf_cb_graphs_varied range $W/hf_serving.py cb --requests 40 --min-prompt 24 --max-prompt 360 \
+    --new-tokens 28 --max-batch-tokens 768 --max-memory-percent 0.3
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
+elif [ "$MODE" = probes ]; then
+  probe_series
 elif [ "$MODE" = ncu_prefill ]; then
   ncu_prefill_series "$C/np"
   (cd $C/np && tar cf - ./*.ncu-rep) | xz -T0 -6 | split -b 15M -d - "$OUT/ncu_prefill.tar.xz."

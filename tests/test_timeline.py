@@ -73,6 +73,8 @@ COUNTS = {
     "hf_prefill_math": "passes",  # 3 passes, not the 24 layers
     "hf_prefill_flash": "passes",
     "hf_cat_cache16": "forwards",
+    "hf_cb_eager": "steps",  # continuous batching without graphs: every step's launches differ
+    "hf_cb_graphs_varied": "graph_replays",  # the eager work between replays follows the batch
 }
 
 
@@ -110,6 +112,66 @@ def lm_head_step_times(name: str, kernel: str, grid: tuple[int, int, int], tmp_p
     if src.name.endswith(".xz"):
         src = unxz(src, tmp_path)
     return oracle.anchor_step_times(oracle.open_export(src), kernel, grid)
+
+
+def test_sampled_generate_captured_whole_has_a_step_per_forward_pass_prefills_included(tmp_path):
+    """hf_qwen_sample: the embedding lookup that starts each decode is a different kernel in a
+    prefill, so it recurs 117 times for 120 passes; the steps follow the kernels that run once
+    in every pass (the vocabulary projection, sampling), and no prefill folds into a step."""
+    f = facts("hf_qwen_sample")
+    got = steps_of(export_of("hf_qwen_sample"))
+    assert len(got[0]) == f["warmup_forwards"] + f["forwards"] == 120
+    src = unxz(export_of("hf_qwen_sample"), tmp_path)
+    con = oracle.open_export(src)
+    lm_head = con.execute(
+        """SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+        WHERE s.value = 'nvjet_sm90_tst_512x8_64x3_4x1_v_bz_TNT' AND k.gridX = 4 AND k.gridY = 25"""
+    ).fetchone()[0]
+    assert lm_head == 120
+    d = diagnosis("hf_qwen_sample")
+    g = d.summary.steady_gpus[0]
+    assert g.step_source is not None and "indexSelect" not in (g.step_source.marker or "")
+    steady = [p for p in d.summary.phases if p.steady]
+    assert sum(p.steps or 0 for p in steady) == f["forwards"] == 80
+    assert [p.name for p in steady] == ["prefill", "decode", "prefill", "decode"]
+    # The steps' times are those between the vocabulary projection's launches.
+    ends = oracle.anchor_step_times(con, "nvjet_sm90_tst_512x8_64x3_4x1_v_bz_TNT", (4, 25, 1))
+    ours = [s[2] - s[1] for s in got[0]]
+    assert len(ends) == len(ours) - 1
+    assert statistics.median(ours) == pytest.approx(statistics.median(ends), rel=0.02)
+
+
+def test_continuous_batching_steps_follow_the_sampling_kernel_whatever_its_launch(tmp_path):
+    """hf_cb_eager: the batch changes every step, and with it every kernel's launch dimensions;
+    the sampling argmax runs once per step (SQL over the export), with many grids."""
+    con = oracle.open_export(unxz(export_of("hf_cb_eager"), tmp_path))
+    n, grids = con.execute(
+        """SELECT count(*), count(DISTINCT k.gridX) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN x.StringIds d ON d.id = k.demangledName WHERE d.value LIKE '%ArgMaxOps%'"""
+    ).fetchone()
+    assert n == facts("hf_cb_eager")["steps"] == 31 and grids > 1
+    src = diagnosis("hf_cb_eager").summary.steady_gpus[0].step_source
+    assert src is not None and src.marker == "reduce_kernel (any launch dimensions)"
+
+
+def test_graph_replays_that_run_most_of_the_work_are_the_steps_however_irregular(tmp_path):
+    """hf_cb_graphs_varied: 37 replays with 8 to 568 eager kernels between them (SQL over the
+    export); the steps are the replays, not the per-request kernel of the eager work."""
+    con = oracle.open_export(unxz(export_of("hf_cb_graphs_varied"), tmp_path))
+    replays = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchone()[0]
+    between = [
+        r[0]
+        for r in con.execute(
+            """SELECT (SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k WHERE k.start > g.start
+                       AND k.start < coalesce((SELECT min(h.start) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE h
+                                               WHERE h.start > g.start), 0))
+            FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE g"""
+        ).fetchall()[:-1]
+    ]
+    assert replays == facts("hf_cb_graphs_varied")["graph_replays"] == 37
+    assert max(between) > 4 * statistics.median(between)  # irregular in operations
+    src = diagnosis("hf_cb_graphs_varied").summary.steady_gpus[0].step_source
+    assert src is not None and src.source == "graph"
 
 
 def test_a_step_is_one_graph_replay_of_any_graph():

@@ -288,7 +288,7 @@ def choose_steps(
     )
     pick, agreement = agree(pick, lv, st, seq)
 
-    names = labels(out, lv.select("device_id", "anchor").unique())
+    names = labels(out, lv.select("device_id", "anchor", "a_name").unique(["device_id", "anchor"]))
     pick = pick.join(names, on=["device_id", "anchor"], how="left")
     anchor = steps_mod.boundaries(seq, occ, pick, trips)
     chosen = pick.select(
@@ -389,8 +389,8 @@ def job_groups(seq: pl.DataFrame) -> list[list[int]]:
 
 
 def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
-    """marker for each (device_id, anchor): the kernel's name with its launch dimensions, or
-    'graph launch'."""
+    """marker for each (device_id, anchor): the kernel's name with its launch dimensions, the
+    name alone for a signature by name (its a_name), or 'graph launch'."""
     kernel_keys = keys.filter(pl.col("anchor") != "graph launch")["anchor"].unique().to_list()
     found = pl.DataFrame(schema={"device_id": pl.Int32, "anchor": pl.String, "marker": pl.String})
     if kernel_keys:
@@ -411,9 +411,12 @@ def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     out = keys.join(
         found.with_columns(pl.col("device_id").cast(keys["device_id"].dtype)), on=["device_id", "anchor"], how="left"
     )
+    by_name = pl.col("a_name").fill_null("?") + pl.lit(" (any launch dimensions)")
     return out.with_columns(
-        marker=pl.when(pl.col("anchor") == "graph launch").then(pl.lit("graph launch")).otherwise(pl.col("marker"))
-    )
+        marker=pl.when(pl.col("anchor") == "graph launch")
+        .then(pl.lit("graph launch"))
+        .otherwise(pl.coalesce(pl.col("marker"), by_name))
+    ).drop("a_name")
 
 
 def sources_table(nvc, nv_pick, lv, pick, agreement, labels) -> pl.DataFrame:

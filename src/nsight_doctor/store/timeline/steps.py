@@ -36,6 +36,12 @@ from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
 MIN_SPAN = 0.5  # share of the GPU's operations between the first and the last occurrence
+# CUDA graph replays that run this share of a GPU's kernel time mark its steps however irregular
+# their period in operations: the eager work between replays follows the batch (a continuous
+# batching scheduler prepares each request's inputs), not the forward pass.
+GRAPH_SHARE = 0.5
+BY_NAME = ("sampling", "embedding")  # kernel categories also signed by name alone (signature_stats)
+NAME_SEED = 7  # (the hash of a name-alone signature)
 LEVEL_TOL = 0.03
 ENGINE = re.compile(r"^execute_context_#\(#\)_generation_#\(#\)$|^\[Executor\] _forward_step|^scheduler\.run_batch$")
 STEP_WORDS = re.compile(r"(^|[^a-z])(step|decode|prefill|forward|iter|iteration|batch)([^a-z]|$)")
@@ -156,10 +162,19 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     of the period and span; and the occurrences themselves. Occurrences are keyed by an
     integer (kid: sorting two million strings cost a second); the signatures also by key, the
     same in words."""
-    total = seq.group_by("device_id").agg(total=pl.len())
-    kern = seq.filter(pl.col("sig").is_not_null()).select(
-        "device_id", "seq", "start", "end", "category", "name_id", "dn_id", kid=pl.col("sig").cast(pl.UInt64)
+    dur = pl.col("end") - pl.col("start")
+    total = seq.group_by("device_id").agg(
+        total=pl.len(),
+        graph_share=dur.filter((pl.col("kind") == GRAPH) | pl.col("in_graph")).sum() / dur.sum(),
     )
+    cols = ["device_id", "seq", "start", "end", "category", "name_id", "dn_id"]
+    kern = seq.filter(pl.col("sig").is_not_null()).select(*cols, kid=pl.col("sig").cast(pl.UInt64))
+    # A step's own kernels (sampling, the embedding lookup) also by name alone, where their
+    # launch dimensions vary: with the batch, under continuous batching, so that no single
+    # launch recurs once per step.
+    own = kern.filter(pl.col("category").cast(pl.String).is_in(list(BY_NAME)))
+    own = own.with_columns(sig=pl.col("kid"), kid=pl.struct("name_id", "dn_id").hash(NAME_SEED))
+    own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1).drop("sig")
     graphs = seq.filter("graph_start").select(
         "device_id",
         "seq",
@@ -170,9 +185,10 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         dn_id=pl.lit(None, pl.Int64),
         kid=pl.lit(GRAPH_KEY, pl.UInt64),
     )
-    occ = pl.concat([kern, graphs], how="vertical_relaxed")
+    occ = pl.concat([kern, own, graphs], how="vertical_relaxed")
     occ = occ.with_columns(n=pl.len().over("device_id", "kid")).filter(pl.col("n") >= 3)
-    # (the rows are in seq order per GPU, kernels before graphs, whose key no kernel has: a
+    # (the rows are in seq order per GPU, in blocks: launches, names, graphs; no two blocks
+    # share a key: a
     # stable sort by signature keeps each one's occurrences in seq order, 3x faster than
     # sorting by seq too)
     occ = occ.sort(["device_id", "kid"], maintain_order=True)
@@ -193,7 +209,8 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         reg=pl.col("reg_hits") / (pl.col("n") - 1),
         span=(pl.col("last") - pl.col("first")) / pl.col("total"),
     )
-    return st.filter((pl.col("reg") >= MIN_REG) & (pl.col("span") >= MIN_SPAN)), occ
+    regular = (pl.col("reg") >= MIN_REG) | ((pl.col("kid") == GRAPH_KEY) & (pl.col("graph_share") >= GRAPH_SHARE))
+    return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ
 
 
 def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
@@ -237,8 +254,9 @@ def marks(st: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
 
 def levels(st: pl.DataFrame) -> pl.DataFrame:
     """Signatures grouped into levels of about the same count (within LEVEL_TOL), with each
-    level's rank (module docstring) and its anchor: the signature that marks it best (a step's
-    own kernel, the graph launch, then the most regular, then the most GPU time)."""
+    level's rank (module docstring) and its anchor: of the signatures that mark a step (a
+    step's own kernel, the graph launch, a sort), the one that recurs most often, then the one
+    that marks it best; without such a signature, the most regular, then the most GPU time."""
     st = st.sort(["device_id", "n"]).with_columns(
         level=(pl.col("n") > pl.col("n").shift(1) * (1 + LEVEL_TOL)).fill_null(True).cum_sum().over("device_id")
     )
@@ -251,7 +269,21 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
         strong=pl.col("mark").is_in(["embedding", "sampling"]).any(),
         graph=(pl.col("mark") == "graph").any(),
         weak=(pl.col("mark") == "sort").any() | (pl.col("host") >= 0.9).any(),
-        anchor=pl.col("key").sort_by([mark_order, -pl.col("reg"), -pl.col("gpu_ns"), pl.col("key")]).first(),
+        # (a pass's own kernel that another kind of pass launches with other dimensions, such
+        # as the embedding lookup of a prefill, recurs a little less often than the sampling
+        # of every pass: anchored on it, each prefill would fold into the step before it)
+        anchor=pl.col("key")
+        .sort_by(
+            [
+                pl.col("mark").is_null(),
+                pl.when(pl.col("mark").is_not_null()).then(-pl.col("n").cast(pl.Int64)).otherwise(0),
+                mark_order,
+                -pl.col("reg"),
+                -pl.col("gpu_ns"),
+                pl.col("key"),
+            ]
+        )
+        .first(),
         marks=pl.col("mark").drop_nulls().unique().sort(),
         host=pl.col("host").max(),
         gemm=(pl.col("category").cast(pl.String) == "gemm").any(),
