@@ -7,7 +7,7 @@ WITH doms AS (
            n.start, n."end", n."end" - n.start AS duration, n.pid, n.tid,
            coalesce(n.text, s.value) AS text, d.domain,
            -- Ranges that libraries open around their own work (nvtx_ranges.library).
-           coalesce(d.domain IN ('CCCL', 'NCCL'), false) AS library, n.kind,
+           coalesce(d.domain IN ('CCCL', 'NCCL', 'cuBLAS', 'cuDNN'), false) AS library, n.kind,
            -- Push/pop ranges nest per thread, start/end ranges per process (scope_tid 0).
            CASE WHEN n.kind = 'push_pop' THEN n.tid ELSE 0 END AS scope_tid
     FROM base_nvtx n
