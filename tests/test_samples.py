@@ -145,6 +145,22 @@ def test_b1_pageable_copies_match_sql(diagnoses):
     ).fetchone()
     assert (f.evidence["copies"], f.evidence["bytes"]) == (n, nbytes) == (32, 256)
     assert f.evidence["directions"] == "HtoD"
+    # Its impact is the GPU's idle time inside those copies' calls, not inside every copy or
+    # memset call (each step also copies device to device and sets memory): the calls' overlap
+    # with the oracle's gaps of the steady state, and never more than the calls' own time.
+    calls = con.execute(
+        """SELECT r.start, r."end" FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r
+        JOIN x.CUPTI_ACTIVITY_KIND_MEMCPY m ON m.correlationId = r.correlationId
+        WHERE m.srcKind = 0 OR m.dstKind = 0"""
+    ).fetchall()
+    inside = [
+        (g, sum(max(0, min(g.end, e) - max(g.start, s)) for s, e in calls))
+        for g in steady_gaps(diagnoses["decode_b1"], con)
+    ]
+    hit = [(g, t) for g, t in inside if t > 0]
+    assert f.evidence["copy_gaps"] == len(hit) == 32
+    assert f.impact_ns == sum(min(t, g.parts["copy"]) for g, t in hit)
+    assert 0 < f.impact_ns <= f.evidence["api_ns"]
 
 
 def test_b1_idle_breakdown_partitions_the_idle_time(diagnoses):

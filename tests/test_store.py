@@ -178,3 +178,16 @@ def test_timeline_enum_columns_sort_as_text_and_refuse_words_they_do_not_list():
     assert con.execute(as_text).fetchall() == [(False, True, True, "cpu!", "none")]
     with pytest.raises(duckdb.ConversionException):
         write(con, "gpu_gaps", pl.DataFrame({"device_id": [0], "cause": ["gpu"]}), append=True)
+
+
+def test_the_rules_duration_macro_prints_as_the_reports_do():
+    """fmt_ns, the store's macro for durations in a rule's own evidence text, reads as the
+    renderers' {x:ns} (model.fmt_ns) at every scale and on the boundaries between units."""
+    from nsight_doctor.model import fmt_ns
+
+    con = duckdb.connect()
+    con.execute(store.view_files()["_fmt_ns"])
+    values = [None, 0, 1, 999, 999.4, 1000, 1049, 401834, 999_949, 1_000_000, 2_109_609, 999_994_999, 1e9, 2.1e10]
+    for v in values:
+        assert scalar(con, "SELECT fmt_ns(?)", [v]) == fmt_ns(v), v
+    assert fmt_ns(401834) == "401.8 µs"
