@@ -238,7 +238,7 @@ timeline_series() {
 
 # Workloads unlike the other samples' (workloads/probe.py, and hf_serving.py's continuous batching at
 # other sizes), each capture's log holding the workload's FACTS line: the probes of the timeline
-# model in samples/hf_qwen_sample, hf_cb_eager and hf_cb_graphs_varied.
+# model in samples/hf_qwen_sample, hf_cb_eager, hf_cb_graphs_varied and cnn_train_nvtx.
 probe_capture() {  # name range|whole workload args...
   local name=$1 range=$2; shift 2
   local R=(); [ "$range" = range ] && R=("${NSYS_RANGE[@]}")
@@ -254,6 +254,7 @@ probe_series() {
   export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
   probe_capture hf_qwen_sample whole $W/probe.py qwen
   probe_capture hf_nested_nvtx whole $W/probe.py nested
+  probe_capture cnn_train_nvtx whole $W/probe.py cnn
   probe_capture hf_cb_eager range $W/hf_serving.py cb --requests 24 --min-prompt 32 --max-prompt 300 \
     --new-tokens 24 --max-batch-tokens 512 --max-memory-percent 0.3 --no-graphs
   probe_capture hf_cb_graphs_varied range $W/hf_serving.py cb --requests 40 --min-prompt 24 --max-prompt 360 \

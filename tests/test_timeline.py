@@ -174,6 +174,44 @@ def test_graph_replays_that_run_most_of_the_work_are_the_steps_however_irregular
     assert src is not None and src.source == "graph"
 
 
+def test_a_training_loops_iteration_ranges_are_its_steps_though_autograd_launches_the_backward(tmp_path):
+    """cnn_train_nvtx: an NVTX range `iter` per iteration on the loop's thread; the backward's
+    kernels (70% of the GPU time, SQL over the export) are launched by autograd's own thread,
+    outside it. The ranges hold those launches in time, so they are the steps: one per
+    iteration, each starting at the first operation its range launched (hand-written SQL)."""
+    con = oracle.open_export(unxz(export_of("cnn_train_nvtx"), tmp_path))
+    ranges = con.execute(
+        """SELECT n.start, n."end", n.globalTid FROM x.NVTX_EVENTS n LEFT JOIN x.StringIds s ON s.id = n.textId
+        WHERE n.eventType = 59 AND coalesce(n.text, s.value) = 'iter' ORDER BY n.start"""
+    ).fetchall()
+    assert len(ranges) == facts("cnn_train_nvtx")["iterations"] == 40
+    loop_tid = ranges[0][2]
+    by_thread = dict(
+        con.execute(
+            """SELECT r.globalTid = ?, sum(k."end" - k.start) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN x.CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId GROUP BY 1""",
+            (loop_tid,),
+        ).fetchall()
+    )
+    assert by_thread[0] > 0.5 * (by_thread[0] + by_thread[1])  # the loop's thread launches the lesser part
+    firsts = [
+        con.execute(
+            """SELECT min(o.start) FROM (SELECT start, correlationId FROM x.CUPTI_ACTIVITY_KIND_KERNEL
+                  UNION ALL SELECT start, correlationId FROM x.CUPTI_ACTIVITY_KIND_MEMCPY
+                  UNION ALL SELECT start, correlationId FROM x.CUPTI_ACTIVITY_KIND_MEMSET) o
+            JOIN x.CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = o.correlationId
+            WHERE r.globalTid = ? AND r.start BETWEEN ? AND ?""",
+            (tid, s, e),
+        ).fetchone()[0]
+        for s, e, tid in ranges
+    ]
+    got = steps_of(export_of("cnn_train_nvtx"))[0]
+    assert [(src, marker, conf) for _, _, _, src, marker, conf in got] == [("nvtx", "iter", "high")] * 40
+    assert [start for _, start, *_ in got] == firsts
+    d = diagnosis("cnn_train_nvtx")
+    assert {p.name for p in d.summary.phases} <= {"startup", "warmup", "steady"}  # no LLM phase names
+
+
 def test_a_step_is_one_graph_replay_of_any_graph():
     d = diagnosis("hf_cb_graph_trace")
     src = d.summary.steady_gpus[0].step_source

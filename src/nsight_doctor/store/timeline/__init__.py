@@ -24,6 +24,7 @@ from nsight_doctor.store.timeline import steps as steps_mod
 from nsight_doctor.store.timeline import threads
 from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
 from nsight_doctor.store.timeline.load import (
+    GRAPH,
     KERNEL,
     MEMCPY,
     first_distinct,
@@ -97,7 +98,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         .group_by("device_id")
         .agg(kernel_ns=(pl.col("end") - pl.col("start")).sum())
     )
-    st, sources = choose_steps(out, seq, nv, kernel_ns, trips, strings)
+    st, sources = choose_steps(out, seq, nv, kernel_ns, trips, strings, ops=ops, ranges=nvr)
     del seq
     ops = attention_chains(out, ops, strings, st)
 
@@ -274,10 +275,21 @@ def choose_steps(
     kernel_ns: pl.DataFrame,
     trips: pl.DataFrame,
     strings: pl.DataFrame,
+    *,
+    ops: pl.DataFrame,
+    ranges: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The steps of every GPU (device_id, step, start, end, source, marker, confidence,
-    kind_hint) and the scored candidates (step_sources)."""
-    nvc = steps_mod.nvtx_candidates(nv, kernel_ns)
+    kind_hint) and the scored candidates (step_sources). ops: the operations with their
+    launch calls; ranges: the program's NVTX ranges (for steps_mod.held_work)."""
+    short = steps_mod.short_of_work(nv, kernel_ns)
+    held = None
+    if short.height:
+        launches = ops.filter(pl.col("kind").is_in([KERNEL, GRAPH]) & pl.col("launch_start").is_not_null()).select(
+            "device_id", "pid", t="launch_start", ns=pl.col("end") - pl.col("start")
+        )
+        held = steps_mod.held_work(short, ranges, launches)
+    nvc = steps_mod.nvtx_candidates(nv, kernel_ns, held)
     nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
     st, occ = steps_mod.signature_stats(seq)
     st = steps_mod.host_round_trips(st, occ, trips)

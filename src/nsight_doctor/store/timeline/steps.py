@@ -8,15 +8,20 @@ the model. Candidates, per GPU:
   one (layer_3_forward, attention, mlp) are parts of a step, not steps; a library's own
   ranges never count; ranges whose GPU work overlaps (work enqueued ahead on several streams)
   cannot partition the timeline. The chosen ranges must hold half of the GPU's kernel time
-  (a fifth for an engine's own ranges).
+  (a fifth for an engine's own ranges): the work issued on their own thread, or for ranges
+  named for a step, the work any thread of the process launched while one was open (a
+  training loop's backward is launched by autograd's own thread).
 - levels of the work itself: signatures that recur (a kernel by name and launch
-  configuration, a CUDA graph, or any graph launch) at a regular stride, grouped by how often
-  they recur (within 3%). Each level is ranked by its evidence of being one forward pass:
-  3, it holds the step's own kernels (the token embedding lookup, or sampling: argmax,
-  multinomial, top-p); 2, it is the replay of CUDA graphs; 1, every period holds a round trip
-  to the host (a blocking call or a copy to the host), or a sort/top-k kernel; 0, none. The
-  highest rank wins, and within a rank the finest level (most occurrences): a layer recurs
-  more often than a step but holds none of the step's own kernels, a request less often.
+  configuration; a step's own kernel, sampling or the embedding lookup, also by name alone
+  where its launch dimensions vary with the batch; a CUDA graph, or any graph launch) at a
+  regular stride (graph launches that run half of the GPU's kernel time need none: the eager
+  work between replays follows the batch), grouped by how often they recur (within 3%). Each
+  level is ranked by its evidence of being one forward pass: 3, it holds the step's own
+  kernels (the token embedding lookup, or sampling: argmax, multinomial, top-p); 2, it is the
+  replay of CUDA graphs; 1, every period holds a round trip to the host (a blocking call or a
+  copy to the host), or a sort/top-k kernel; 0, none. The highest rank wins, and within a rank
+  the finest level (most occurrences): a layer recurs more often than a step but holds none of
+  the step's own kernels, a request less often.
 Ranks of one job (GPUs running the same kernels over the same time) use one signature, the
 one chosen on the GPU with the strongest evidence, when it recurs on all of them.
 
@@ -64,11 +69,48 @@ class Choice:
     n: int
 
 
-def nvtx_candidates(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
+def nvtx_candidates(nv: pl.DataFrame, kernel_ns: pl.DataFrame, held: pl.DataFrame | None = None) -> pl.DataFrame:
     """nv: device_id, range_id, depth, text, gpu_start, gpu_end, gpu_time, kind, pid, scope_tid,
-    start, end (the program's ranges with GPU work). One row per usable pattern and GPU."""
+    start, end (the program's ranges with GPU work). One row per usable pattern and GPU.
+    held: device_id, pattern, held_ns (held_work) for patterns whose own threads' work is short
+    of the GPU's: a range that holds, in time, the launches of the GPU's work is a step too."""
+    pats = _patterns(nv, kernel_ns, held)
+    return pats.filter(pl.col("usable") & pl.col("enough")).sort(
+        ["device_id", "priority", "depth", "gpu_time"], descending=[False, False, False, True]
+    )
+
+
+def short_of_work(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
+    """device_id, pattern: the ranges named for a step that would be candidates but for the GPU
+    work issued on their own thread (held_work looks at every thread of the process)."""
+    pats = _patterns(nv, kernel_ns, None)
+    return pats.filter(pl.col("usable") & ~pl.col("enough") & (pl.col("priority") == 1)).select("device_id", "pattern")
+
+
+def held_work(short: pl.DataFrame, ranges: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """device_id, pattern, held_ns: per pattern of `short`, the GPU time of the operations that
+    any thread of a range's process launched while a range of the pattern was open. (A training
+    loop's backward is launched by autograd's own thread, outside the loop thread's ranges.)
+    ranges: pid, start, end, text; launches: device_id, pid, t (the launch call's start), ns."""
+    out = pl.DataFrame(schema={"device_id": launches.schema["device_id"], "held_ns": pl.Int64, "pattern": pl.String})
+    r = ranges.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    r = r.join(short.select("pattern").unique(), on="pattern", how="semi")
+    launches = launches.sort("t")
+    for (pattern,), rp in sorted(r.partition_by("pattern", as_dict=True).items()):
+        spans = rp.select("pid", r0="start", r1="end").sort("r0")
+        m = launches.join_asof(spans, left_on="t", right_on="r0", by="pid", strategy="backward", check_sortedness=False)
+        got = m.filter(pl.col("t") <= pl.col("r1")).group_by("device_id").agg(held_ns=pl.col("ns").sum())
+        out = pl.concat([out, got.with_columns(pattern=pl.lit(pattern))], how="vertical_relaxed")
+    return out.join(short, on=["device_id", "pattern"], how="semi")
+
+
+def _patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame, held: pl.DataFrame | None) -> pl.DataFrame:
+    """Per GPU and pattern: its ranges' statistics, usable (a repeated range that can partition
+    the timeline) and enough (it covers the share of the GPU's kernel time a step must)."""
     if nv.height == 0:
-        return nv.clear().with_columns(pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0))
+        return nv.clear().with_columns(
+            pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0), usable=pl.lit(False), enough=pl.lit(False)
+        )
     nv = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
     low = pl.col("pattern").str.to_lowercase()
     pats = nv.group_by("device_id", "pattern").agg(
@@ -88,13 +130,15 @@ def nvtx_candidates(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
         .otherwise(2)
     )
     pats = pats.join(kernel_ns, on="device_id", how="left")
-    ok = (
-        (pl.col("n") >= 3)
-        & (pl.col("priority") < 9)
-        & (pl.col("overlaps") <= 0.1 * (pl.col("n") - 1))
-        & (pl.col("gpu_time") >= pl.when(pl.col("priority") == 0).then(0.2).otherwise(0.5) * pl.col("kernel_ns"))
-    )
-    return pats.filter(ok).sort(["device_id", "priority", "depth", "gpu_time"], descending=[False, False, False, True])
+    if held is not None and held.height:
+        pats = pats.join(held.cast({"device_id": pats.schema["device_id"]}), on=["device_id", "pattern"], how="left")
+    else:
+        pats = pats.with_columns(held_ns=pl.lit(None, pl.Int64))
+    covered = pl.max_horizontal("gpu_time", pl.col("held_ns").fill_null(0))
+    return pats.with_columns(
+        usable=(pl.col("n") >= 3) & (pl.col("priority") < 9) & (pl.col("overlaps") <= 0.1 * (pl.col("n") - 1)),
+        enough=covered >= pl.when(pl.col("priority") == 0).then(0.2).otherwise(0.5) * pl.col("kernel_ns"),
+    ).drop("held_ns")
 
 
 def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
@@ -187,10 +231,9 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     occ = pl.concat([kern, own, graphs], how="vertical_relaxed")
     occ = occ.with_columns(n=pl.len().over("device_id", "kid")).filter(pl.col("n") >= 3)
-    # (the rows are in seq order per GPU, in blocks: launches, names, graphs; no two blocks
-    # share a key: a
-    # stable sort by signature keeps each one's occurrences in seq order, 3x faster than
-    # sorting by seq too)
+    # (the rows are in seq order per GPU in three blocks, launches, names and graphs, that
+    # share no key: a stable sort by signature keeps each one's occurrences in seq order, 3x
+    # faster than sorting by seq too)
     occ = occ.sort(["device_id", "kid"], maintain_order=True)
     occ = occ.with_columns(stride=pl.col("seq").diff().over("device_id", "kid"))
     st = occ.group_by("device_id", "kid").agg(
