@@ -136,7 +136,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     sg = coded.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
     # The step ranges themselves name no code: every gap of a step lies in one.
     step_marks = st.filter(pl.col("source") == "nvtx")["marker"].unique().implode()
-    nvr = nvr.filter(~pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#").is_in(step_marks))
+    nvr = nvr.filter(~steps_mod.pattern(pl.col("text")).is_in(step_marks))
     out.write(
         "idle_code",
         code_mod.idle_code(
@@ -282,14 +282,15 @@ def choose_steps(
     """The steps of every GPU (device_id, step, start, end, source, marker, confidence,
     kind_hint) and the scored candidates (step_sources). ops: the operations with their
     launch calls; ranges: the program's NVTX ranges (for steps_mod.held_work)."""
-    short = steps_mod.short_of_work(nv, kernel_ns)
+    pats = steps_mod.nvtx_patterns(nv, kernel_ns)
+    short = steps_mod.short_of_work(pats)
     held = None
     if short.height:
         launches = ops.filter(pl.col("kind").is_in([KERNEL, GRAPH]) & pl.col("launch_start").is_not_null()).select(
             "device_id", "pid", t="launch_start", ns=pl.col("end") - pl.col("start")
         )
         held = steps_mod.held_work(short, ranges, launches)
-    nvc = steps_mod.nvtx_candidates(nv, kernel_ns, held)
+    nvc = steps_mod.nvtx_candidates(pats, held)
     nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
     st, occ = steps_mod.signature_stats(seq)
     st = steps_mod.host_round_trips(st, occ, trips)
@@ -325,7 +326,7 @@ def choose_steps(
     anchor = anchor.join(chosen, on="device_id").with_columns(kind_hint=pl.lit(None, pl.String))
     nvs = steps_mod.nvtx_steps(nv, nv_pick).with_columns(
         source=pl.lit("nvtx"),
-        marker=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"),
+        marker=steps_mod.pattern(pl.col("text")),
         confidence=pl.lit("high"),
         kind_hint=steps_mod.kind_hint(pl.col("text")),
     )

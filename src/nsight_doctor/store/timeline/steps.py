@@ -69,49 +69,22 @@ class Choice:
     n: int
 
 
-def nvtx_candidates(nv: pl.DataFrame, kernel_ns: pl.DataFrame, held: pl.DataFrame | None = None) -> pl.DataFrame:
-    """nv: device_id, range_id, depth, text, gpu_start, gpu_end, gpu_time, kind, pid, scope_tid,
-    start, end (the program's ranges with GPU work). One row per usable pattern and GPU.
-    held: device_id, pattern, held_ns (held_work) for patterns whose own threads' work is short
-    of the GPU's: a range that holds, in time, the launches of the GPU's work is a step too."""
-    pats = _patterns(nv, kernel_ns, held)
-    return pats.filter(pl.col("usable") & pl.col("enough")).sort(
-        ["device_id", "priority", "depth", "gpu_time"], descending=[False, False, False, True]
-    )
+def pattern(text: pl.Expr) -> pl.Expr:
+    """An NVTX range's pattern: its text with each run of digits as # (step_3 and step_4 are one
+    pattern)."""
+    return text.fill_null("").str.replace_all(r"[0-9]+", "#")
 
 
-def short_of_work(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
-    """device_id, pattern: the ranges named for a step that would be candidates but for the GPU
-    work issued on their own thread (held_work looks at every thread of the process)."""
-    pats = _patterns(nv, kernel_ns, None)
-    return pats.filter(pl.col("usable") & ~pl.col("enough") & (pl.col("priority") == 1)).select("device_id", "pattern")
-
-
-def held_work(short: pl.DataFrame, ranges: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
-    """device_id, pattern, held_ns: per pattern of `short`, the GPU time of the operations that
-    any thread of a range's process launched while a range of the pattern was open. (A training
-    loop's backward is launched by autograd's own thread, outside the loop thread's ranges.)
-    ranges: pid, start, end, text; launches: device_id, pid, t (the launch call's start), ns."""
-    out = pl.DataFrame(schema={"device_id": launches.schema["device_id"], "held_ns": pl.Int64, "pattern": pl.String})
-    r = ranges.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
-    r = r.join(short.select("pattern").unique(), on="pattern", how="semi")
-    launches = launches.sort("t")
-    for (pattern,), rp in sorted(r.partition_by("pattern", as_dict=True).items()):
-        spans = rp.select("pid", r0="start", r1="end").sort("r0")
-        m = launches.join_asof(spans, left_on="t", right_on="r0", by="pid", strategy="backward", check_sortedness=False)
-        got = m.filter(pl.col("t") <= pl.col("r1")).group_by("device_id").agg(held_ns=pl.col("ns").sum())
-        out = pl.concat([out, got.with_columns(pattern=pl.lit(pattern))], how="vertical_relaxed")
-    return out.join(short, on=["device_id", "pattern"], how="semi")
-
-
-def _patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame, held: pl.DataFrame | None) -> pl.DataFrame:
-    """Per GPU and pattern: its ranges' statistics, usable (a repeated range that can partition
-    the timeline) and enough (it covers the share of the GPU's kernel time a step must)."""
+def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU and pattern of nv (device_id, range_id, depth, text, gpu_start, gpu_end,
+    gpu_time: the program's ranges with GPU work): its ranges' statistics, usable (a repeated
+    range that can partition the timeline) and need_ns (the GPU work a step's ranges must hold:
+    half of the GPU's kernel time, a fifth for an engine's own ranges)."""
     if nv.height == 0:
         return nv.clear().with_columns(
-            pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0), usable=pl.lit(False), enough=pl.lit(False)
+            pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0), usable=pl.lit(False), need_ns=pl.lit(0.0)
         )
-    nv = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    nv = nv.with_columns(pattern=pattern(pl.col("text")))
     low = pl.col("pattern").str.to_lowercase()
     pats = nv.group_by("device_id", "pattern").agg(
         n=pl.len(),
@@ -130,15 +103,56 @@ def _patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame, held: pl.DataFrame | No
         .otherwise(2)
     )
     pats = pats.join(kernel_ns, on="device_id", how="left")
+    return pats.with_columns(
+        usable=(pl.col("n") >= 3) & (pl.col("priority") < 9) & (pl.col("overlaps") <= 0.1 * (pl.col("n") - 1)),
+        need_ns=pl.when(pl.col("priority") == 0).then(0.2).otherwise(0.5) * pl.col("kernel_ns"),
+    )
+
+
+def short_of_work(pats: pl.DataFrame) -> pl.DataFrame:
+    """device_id, pattern: of nvtx_patterns, the ranges named for a step that would be
+    candidates but for the GPU work issued on their own thread (held_work looks at every thread
+    of the process)."""
+    short = pl.col("usable") & (pl.col("gpu_time") < pl.col("need_ns")) & (pl.col("priority") == 1)
+    return pats.filter(short).select("device_id", "pattern")
+
+
+def held_work(short: pl.DataFrame, ranges: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """device_id, pattern, held_ns: per pattern of `short`, the GPU time of the operations that
+    any thread of a range's process launched while a range of the pattern was open. (A training
+    loop's backward is launched by autograd's own thread, outside the loop thread's ranges.)
+    ranges: pid, start, end, text; launches: device_id, pid, t (the launch call's start), ns."""
+    r = ranges.with_columns(pattern=pattern(pl.col("text")))
+    r = r.join(short.select("pattern").unique(), on="pattern", how="semi")
+    launches = launches.sort("t")
+    parts = [
+        pl.DataFrame(
+            schema=pl.Schema({"device_id": launches.schema["device_id"], "held_ns": pl.Int64(), "pattern": pl.String()})
+        )
+    ]
+    for (name,), rp in sorted(r.partition_by("pattern", as_dict=True).items()):
+        spans = rp.select("pid", r0="start", r1="end").sort("r0")
+        m = launches.join_asof(spans, left_on="t", right_on="r0", by="pid", strategy="backward", check_sortedness=False)
+        got = m.filter(pl.col("t") <= pl.col("r1")).group_by("device_id").agg(held_ns=pl.col("ns").sum())
+        parts.append(got.with_columns(pattern=pl.lit(name)))
+    return pl.concat(parts, how="vertical_relaxed").join(short, on=["device_id", "pattern"], how="semi")
+
+
+def nvtx_candidates(pats: pl.DataFrame, held: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Of nvtx_patterns, one row per usable pattern and GPU whose ranges hold the work a step
+    must, in the order they are preferred. held: device_id, pattern, held_ns (held_work) for
+    patterns whose own threads' work is short of it: a range that holds, in time, the launches
+    of the GPU's work is a step too."""
     if held is not None and held.height:
         pats = pats.join(held.cast({"device_id": pats.schema["device_id"]}), on=["device_id", "pattern"], how="left")
     else:
         pats = pats.with_columns(held_ns=pl.lit(None, pl.Int64))
-    covered = pl.max_horizontal("gpu_time", pl.col("held_ns").fill_null(0))
-    return pats.with_columns(
-        usable=(pl.col("n") >= 3) & (pl.col("priority") < 9) & (pl.col("overlaps") <= 0.1 * (pl.col("n") - 1)),
-        enough=covered >= pl.when(pl.col("priority") == 0).then(0.2).otherwise(0.5) * pl.col("kernel_ns"),
-    ).drop("held_ns")
+    enough = pl.max_horizontal("gpu_time", pl.col("held_ns").fill_null(0)) >= pl.col("need_ns")
+    return (
+        pats.filter(pl.col("usable") & enough)
+        .drop("held_ns")
+        .sort(["device_id", "priority", "depth", "gpu_time"], descending=[False, False, False, True])
+    )
 
 
 def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
@@ -146,7 +160,7 @@ def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
     layer, a block, attention) whose ranges hold half of the GPU's kernel time."""
     if nv.height == 0:
         return {}
-    p = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    p = nv.with_columns(pattern=pattern(pl.col("text")))
     p = p.filter(pl.col("pattern").str.to_lowercase().str.contains(PART_WORDS.pattern))
     p = (
         p.group_by("device_id", "pattern")
@@ -545,7 +559,7 @@ def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips
 
 def nvtx_steps(nv: pl.DataFrame, pick: pl.DataFrame) -> pl.DataFrame:
     """The steps of NVTX-chosen GPUs: each range's GPU work, extended to the next one's start."""
-    r = nv.with_columns(pattern=pl.col("text").fill_null("").str.replace_all(r"[0-9]+", "#"))
+    r = nv.with_columns(pattern=pattern(pl.col("text")))
     r = r.join(pick.select("device_id", "pattern"), on=["device_id", "pattern"], how="semi")
     r = r.sort(["device_id", "gpu_start", "gpu_end"]).with_columns(
         step=pl.int_range(1, pl.len() + 1).over("device_id"),
