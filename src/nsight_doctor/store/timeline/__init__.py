@@ -19,9 +19,9 @@ from nsight_doctor.store.timeline import busy as busy_mod
 from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
 from nsight_doctor.store.timeline import nvtx as nvtx_mod
+from nsight_doctor.store.timeline import nvtx_steps, threads
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
-from nsight_doctor.store.timeline import threads
 from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
 from nsight_doctor.store.timeline.load import (
     GRAPH,
@@ -136,7 +136,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     sg = coded.join(steady, on="device_id").filter((pl.col("start") >= pl.col("p0")) & (pl.col("end") <= pl.col("p1")))
     # The step ranges themselves name no code: every gap of a step lies in one.
     step_marks = st.filter(pl.col("source") == "nvtx")["marker"].unique().implode()
-    nvr = nvr.filter(~steps_mod.pattern(pl.col("text")).is_in(step_marks))
+    nvr = nvr.filter(~nvtx_steps.pattern(pl.col("text")).is_in(step_marks))
     out.write(
         "idle_code",
         code_mod.idle_code(
@@ -281,23 +281,23 @@ def choose_steps(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The steps of every GPU (device_id, step, start, end, source, marker, confidence,
     kind_hint) and the scored candidates (step_sources). ops: the operations with their
-    launch calls; ranges: the program's NVTX ranges (for steps_mod.held_work)."""
-    pats = steps_mod.nvtx_patterns(nv, kernel_ns)
-    short = steps_mod.short_of_work(pats)
+    launch calls; ranges: the program's NVTX ranges (for nvtx_steps.held_work)."""
+    pats = nvtx_steps.nvtx_patterns(nv, kernel_ns)
+    short = nvtx_steps.short_of_work(pats)
     held = None
     if short.height:
         launches = ops.filter(pl.col("kind").is_in([KERNEL, GRAPH]) & pl.col("launch_start").is_not_null()).select(
             "device_id", "pid", t="launch_start", ns=pl.col("end") - pl.col("start")
         )
-        held = steps_mod.held_work(short, ranges, launches)
-    nvc = steps_mod.nvtx_candidates(pats, held)
+        held = nvtx_steps.held_work(short, ranges, launches)
+    nvc = nvtx_steps.nvtx_candidates(pats, held)
     nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
     st, occ = steps_mod.signature_stats(seq)
     st = steps_mod.host_round_trips(st, occ, trips)
     st = steps_mod.marks(st, strings)
     lv = steps_mod.levels(st)
     pick = steps_mod.choose_level(
-        lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode())), steps_mod.part_counts(nv, kernel_ns)
+        lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode())), nvtx_steps.part_counts(nv, kernel_ns)
     )
     pick, agreement = agree(pick, lv, st, seq)
 
@@ -324,11 +324,11 @@ def choose_steps(
         )
     )
     anchor = anchor.join(chosen, on="device_id").with_columns(kind_hint=pl.lit(None, pl.String))
-    nvs = steps_mod.nvtx_steps(nv, nv_pick).with_columns(
+    nvs = nvtx_steps.nvtx_steps(nv, nv_pick).with_columns(
         source=pl.lit("nvtx"),
-        marker=steps_mod.pattern(pl.col("text")),
+        marker=nvtx_steps.pattern(pl.col("text")),
         confidence=pl.lit("high"),
-        kind_hint=steps_mod.kind_hint(pl.col("text")),
+        kind_hint=nvtx_steps.kind_hint(pl.col("text")),
     )
     cols = ["device_id", "step", "start", "end", "source", "marker", "confidence", "kind_hint"]
     steps = pl.concat([nvs.select(cols), anchor.select(cols)], how="vertical_relaxed").sort(["device_id", "step"])

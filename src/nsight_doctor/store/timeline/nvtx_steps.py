@@ -1,0 +1,170 @@
+"""Steps from the program's NVTX ranges: the candidate patterns and the steps of the GPUs whose
+steps they mark (steps.py's module docstring says how they are chosen against the work's own
+signatures).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+ENGINE = re.compile(r"^execute_context_#\(#\)_generation_#\(#\)$|^\[Executor\] _forward_step|^scheduler\.run_batch$")
+STEP_WORDS = re.compile(r"(^|[^a-z])(step|decode|prefill|forward|iter|iteration|batch)([^a-z]|$)")
+PART_WORDS = re.compile(
+    r"(^|[^a-z])(layer|layers|block|attn|attention|mlp|ffn|moe|expert|experts|head|heads)([^a-z]|$)"
+)
+
+
+def pattern(text: pl.Expr) -> pl.Expr:
+    """An NVTX range's pattern: its text with each run of digits as # (step_3 and step_4 are one
+    pattern)."""
+    return text.fill_null("").str.replace_all(r"[0-9]+", "#")
+
+
+def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU and pattern of nv (device_id, range_id, depth, text, gpu_start, gpu_end,
+    gpu_time: the program's ranges with GPU work): its ranges' statistics, usable (a repeated
+    range that can partition the timeline) and need_ns (the GPU work a step's ranges must hold:
+    half of the GPU's kernel time, a fifth for an engine's own ranges)."""
+    if nv.height == 0:
+        return nv.clear().with_columns(
+            pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0), usable=pl.lit(False), need_ns=pl.lit(0.0)
+        )
+    nv = nv.with_columns(pattern=pattern(pl.col("text")))
+    low = pl.col("pattern").str.to_lowercase()
+    pats = nv.group_by("device_id", "pattern").agg(
+        n=pl.len(),
+        depth=pl.col("depth").min(),
+        gpu_time=pl.col("gpu_time").sum(),
+        # overlapping GPU work: a range's work begins before the previous one's ended
+        overlaps=(pl.col("gpu_start").sort_by("gpu_start").shift(-1) < pl.col("gpu_end").sort_by("gpu_start")).sum(),
+    )
+    pats = pats.with_columns(
+        priority=pl.when(pl.col("pattern").str.contains(ENGINE.pattern))
+        .then(0)
+        .when(low.str.contains(PART_WORDS.pattern))
+        .then(9)
+        .when(low.str.contains(STEP_WORDS.pattern))
+        .then(1)
+        .otherwise(2)
+    )
+    pats = pats.join(kernel_ns, on="device_id", how="left")
+    return pats.with_columns(
+        usable=(pl.col("n") >= 3) & (pl.col("priority") < 9) & (pl.col("overlaps") <= 0.1 * (pl.col("n") - 1)),
+        need_ns=pl.when(pl.col("priority") == 0).then(0.2).otherwise(0.5) * pl.col("kernel_ns"),
+    )
+
+
+def short_of_work(pats: pl.DataFrame) -> pl.DataFrame:
+    """device_id, pattern: of nvtx_patterns, the ranges named for a step that would be
+    candidates but for the GPU work issued on their own thread (held_work looks at every thread
+    of the process)."""
+    short = pl.col("usable") & (pl.col("gpu_time") < pl.col("need_ns")) & (pl.col("priority") == 1)
+    return pats.filter(short).select("device_id", "pattern")
+
+
+def held_work(short: pl.DataFrame, ranges: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """device_id, pattern, held_ns: per pattern of `short`, the GPU time of the operations that
+    any thread of a range's process launched while a range of the pattern was open. (A training
+    loop's backward is launched by autograd's own thread, outside the loop thread's ranges.)
+    ranges: pid, start, end, text; launches: device_id, pid, t (the launch call's start), ns."""
+    r = ranges.with_columns(pattern=pattern(pl.col("text")))
+    r = r.join(short.select("pattern").unique(), on="pattern", how="semi")
+    launches = launches.sort("t")
+    parts = [
+        pl.DataFrame(
+            schema=pl.Schema({"device_id": launches.schema["device_id"], "held_ns": pl.Int64(), "pattern": pl.String()})
+        )
+    ]
+    for (name,), rp in sorted(r.partition_by("pattern", as_dict=True).items()):
+        spans = rp.select("pid", r0="start", r1="end").sort("r0")
+        m = launches.join_asof(spans, left_on="t", right_on="r0", by="pid", strategy="backward", check_sortedness=False)
+        got = m.filter(pl.col("t") <= pl.col("r1")).group_by("device_id").agg(held_ns=pl.col("ns").sum())
+        parts.append(got.with_columns(pattern=pl.lit(name)))
+    return pl.concat(parts, how="vertical_relaxed").join(short, on=["device_id", "pattern"], how="semi")
+
+
+def nvtx_candidates(pats: pl.DataFrame, held: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Of nvtx_patterns, one row per usable pattern and GPU whose ranges hold the work a step
+    must, in the order they are preferred. held: device_id, pattern, held_ns (held_work) for
+    patterns whose own threads' work is short of it: a range that holds, in time, the launches
+    of the GPU's work is a step too."""
+    if held is not None and held.height:
+        pats = pats.join(held.cast({"device_id": pats.schema["device_id"]}), on=["device_id", "pattern"], how="left")
+    else:
+        pats = pats.with_columns(held_ns=pl.lit(None, pl.Int64))
+    enough = pl.max_horizontal("gpu_time", pl.col("held_ns").fill_null(0)) >= pl.col("need_ns")
+    return (
+        pats.filter(pl.col("usable") & enough)
+        .drop("held_ns")
+        .sort(["device_id", "priority", "depth", "gpu_time"], descending=[False, False, False, True])
+    )
+
+
+def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
+    """Per GPU, the count of the most frequent NVTX pattern named for a part of a step (a
+    layer, a block, attention) whose ranges hold half of the GPU's kernel time."""
+    if nv.height == 0:
+        return {}
+    p = nv.with_columns(pattern=pattern(pl.col("text")))
+    p = p.filter(pl.col("pattern").str.to_lowercase().str.contains(PART_WORDS.pattern))
+    p = (
+        p.group_by("device_id", "pattern")
+        .agg(n=pl.len(), gpu_time=pl.col("gpu_time").sum())
+        .join(kernel_ns, on="device_id")
+    )
+    p = p.filter((pl.col("n") >= 2) & (pl.col("gpu_time") >= 0.5 * pl.col("kernel_ns")))
+    return {d: n for d, n in p.group_by("device_id").agg(pl.col("n").max()).iter_rows()}
+
+
+def nvtx_steps(nv: pl.DataFrame, pick: pl.DataFrame) -> pl.DataFrame:
+    """The steps of NVTX-chosen GPUs: each range's GPU work, extended to the next one's start."""
+    r = nv.with_columns(pattern=pattern(pl.col("text")))
+    r = r.join(pick.select("device_id", "pattern"), on=["device_id", "pattern"], how="semi")
+    r = r.sort(["device_id", "gpu_start", "gpu_end"]).with_columns(
+        step=pl.int_range(1, pl.len() + 1).over("device_id"),
+        next_s=pl.col("gpu_start").shift(-1).over("device_id"),
+    )
+    return r.select(
+        "device_id",
+        "step",
+        start="gpu_start",
+        end=pl.when(pl.col("next_s").is_not_null())
+        .then(pl.max_horizontal("next_s", "gpu_end"))
+        .otherwise(pl.col("gpu_end")),
+        text="text",
+    )
+
+
+def kind_hint(text: pl.Expr) -> pl.Expr:
+    """prefill, decode or mixed when a step's NVTX range says so."""
+    t = text.fill_null("")
+    low = t.str.to_lowercase()
+    vllm = t.str.extract(r"^execute_context_([0-9]+)\([0-9]+\)_generation_([0-9]+)\([0-9]+\)$", 1)
+    vllm_gen = t.str.extract(r"^execute_context_[0-9]+\([0-9]+\)_generation_([0-9]+)\([0-9]+\)$", 1)
+    ctx = t.str.extract(r"_forward_step.*: ([0-9]+) ctx reqs.* [0-9]+ gen reqs", 1)
+    gen = t.str.extract(r"_forward_step.*: [0-9]+ ctx reqs.* ([0-9]+) gen reqs", 1)
+    return (
+        pl.when(vllm.is_not_null())
+        .then(
+            pl.when(vllm.cast(pl.Int64) == 0)
+            .then(pl.lit("decode"))
+            .when(vllm_gen.cast(pl.Int64) == 0)
+            .then(pl.lit("prefill"))
+            .otherwise(pl.lit("mixed"))
+        )
+        .when(ctx.is_not_null())
+        .then(
+            pl.when(ctx.cast(pl.Int64) == 0)
+            .then(pl.lit("decode"))
+            .when(gen.cast(pl.Int64) == 0)
+            .then(pl.lit("prefill"))
+            .otherwise(pl.lit("mixed"))
+        )
+        .when(low.str.contains("prefill|extend|context"))
+        .then(pl.lit("prefill"))
+        .when(low.str.contains("decode|generation"))
+        .then(pl.lit("decode"))
+        .otherwise(pl.lit(None, pl.String))
+    )
