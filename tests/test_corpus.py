@@ -198,3 +198,29 @@ def test_nvfuser_kernels_name_nvfuser_not_pytorch():
     d = analyze([CORPUS / "Young768__profiling_" / "fusion.export-nsys2025.3.sqlite"])
     assert d.summary.framework.name == "nvfuser"
     assert "CudaCodeGen" in (d.summary.framework.evidence or "")
+
+
+@requires_corpus
+def test_a_busy_cnn_is_gpu_bound_with_its_layout_conversions_named():
+    """A CNN in fp16 on a TITAN RTX, its GPU busy 98% of the steady state: the top finding is
+    that its kernels set the pace, not a 112-byte pageable copy. cuDNN converts between NCHW
+    and NHWC around its convolutions; the time counted matches plain SQL over the export, and
+    the advice names a CNN's kernels (channels_last, normalisation, activation)."""
+    import sqlite3
+
+    path = CORPUS / "Raphael-Hao__Abacus" / "report2.export-nsys2022.4.sqlite"
+    d = analyze([path])
+    f = d.findings[0]
+    assert f.rule_id == "gpu-bound", [x.rule_id for x in d.findings]
+    st = d.summary.steady_state
+    assert st is not None
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    (layout,) = con.execute(
+        """SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+        WHERE (s.value LIKE 'nchwToNhwc%' OR s.value LIKE 'nhwcToNchw%') AND k.start >= ? AND k.end <= ?""",
+        (st.start_ns, st.end_ns),
+    ).fetchone()
+    assert layout > 0.1 * st.window_ns
+    assert f.evidence["layout_ns"] == layout
+    assert "channels_last" in f.recommendation
+    assert "normalisation and activation kernels" in f.recommendation

@@ -180,6 +180,58 @@ def test_sdpa_attention_is_not_called_unfused(runs):
     assert unfused_chains(con, st.start_ns, st.end_ns) == (0, 0)
 
 
+# PyTorch's TensorIterator kernels (element-wise, reductions, gathers, scans): each a full pass
+# through memory, doing little arithmetic per byte.
+MEMORY_BOUND = re.compile(r"elementwise|^reduce_kernel$|gather|scan", re.I)
+
+
+def memory_bound_chains(con, start: int, end: int) -> tuple[int, int, int]:
+    """(chains, their kernels, ns a fused kernel per chain would save): runs of two or more
+    memory-bound kernels in a row on a stream, with no other kernel, copy or memset between
+    them; a fused kernel costs about the run's longest."""
+    ops: dict[int, list[tuple]] = {}
+    for k in kernels(con):
+        if k[0] >= start and k[1] <= end:
+            ops.setdefault(k[2], []).append((k[0], k[1], k[3], bool(MEMORY_BOUND.search(k[3]))))
+    for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for a, b, stream in con.execute(f"SELECT start, end, streamId FROM {table}"):
+            if a >= start and b <= end:
+                ops.setdefault(stream, []).append((a, b, "", False))
+    chains = n = saved = 0
+    for stream_ops in ops.values():
+        run: list[int] = []
+        for a, b, _, fusible in [*sorted(stream_ops), (0, 0, "", False)]:
+            if fusible:
+                run.append(b - a)
+                continue
+            if len(run) > 1:
+                chains, n, saved = chains + 1, n + len(run), saved + sum(run) - max(run)
+            run = []
+    return chains, n, saved
+
+
+def test_a_busy_prefill_is_gpu_bound_with_chains_to_fuse_counted_as_sql_counts_them(tmp_path):
+    """The prefill with FlashAttention keeps the GPU busy (README): the top finding is that the
+    kernels set the pace, and the time it claims is what fusing the runs of PyTorch's
+    element-wise and reduction kernels would save, counted here from the raw export."""
+    d, con = analysed(["hf_prefill_flash"], tmp_path)["hf_prefill_flash"]
+    f = d.findings[0]
+    assert f.rule_id == "gpu-bound", [x.rule_id for x in d.findings]
+    st = d.summary.steady_state
+    chains, n, saved = memory_bound_chains(con, st.start_ns, st.end_ns)
+    assert chains > 24  # (at least one a layer: 8 layers x 3 prompts)
+    assert (f.evidence["chains"], f.evidence["chain_kernels"], f.evidence["saved_ns"]) == (chains, n, saved)
+    assert f.impact_ns == saved
+    assert f.evidence["busy_pct"] >= 85 and f.evidence["busy_pct"] == pytest.approx(st.busy_pct)
+    assert "torch.compile" in f.recommendation
+
+
+def test_launch_bound_decode_is_not_called_gpu_bound(runs):
+    for name, (d, _) in runs.items():
+        assert finding(d, "gpu-bound") is None, name
+        assert d.summary.steady_state.busy_pct < 85, name
+
+
 def cat_copies_per_step(con, lm_head: str) -> list[tuple[int, int]]:
     """(kernels, ns) per decode step (between two vocabulary projections) of the cache's
     concatenations: CatArrayBatchedCopy_vectorized, grid y 2, 128 threads, leaving out the

@@ -191,3 +191,14 @@ def test_the_rules_duration_macro_prints_as_the_reports_do():
     for v in values:
         assert scalar(con, "SELECT fmt_ns(?)", [v]) == fmt_ns(v), v
     assert fmt_ns(401834) == "401.8 µs"
+
+
+def test_the_rules_percentage_macro_prints_as_the_reports_do():
+    """fmt_pct, the macro for shares in a rule's own evidence text, reads as {x:pct}
+    (model.TemplateFormatter) on both sides of its switch from one decimal to none."""
+    from nsight_doctor.model import fill
+
+    con = duckdb.connect()
+    con.execute(store.view_files()["_fmt_pct"])
+    for v in [None, 0, 0.04, 7.25, 9.94, 9.96, 10, 41.5, 99.5, 100, -3.2]:
+        assert scalar(con, "SELECT fmt_pct(?)", [v]) == fill("{x:pct}", {"x": v}), v

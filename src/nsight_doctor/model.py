@@ -30,6 +30,7 @@ TAGS = {
     "cpu-bound": "The GPU waits while the CPU runs code outside CUDA.",
     "host-sync": "The CPU blocks on the GPU (synchronize calls, blocking copies), draining the GPU's queue.",
     "idle-gaps": "Time with no work on a GPU.",
+    "gpu-bound": "The GPU is busy nearly all the time: its kernels, not the CPU, set the pace.",
     "memcpy": "Memory copies between host and device or between devices.",
     "pageable-memory": "Copies through pageable (not page-locked) host memory.",
     "memory-bound": "Kernels limited by DRAM or cache bandwidth.",
