@@ -353,6 +353,38 @@ def test_gpu_count_and_capture_length_are_flagged(diagnoses):
         assert "kernel-mix" not in {w.code for w in cmp(diagnoses, *pair).warnings}, pair
 
 
+def recorded_options(con: sqlite3.Connection) -> dict[str, tuple]:
+    """The long options of the launched process's arguments in META_DATA_CAPTURE, parsed here:
+    "--name=value", or "--name" followed by its value unless the next argument is an option."""
+    rows = con.execute("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchall()
+    args = [v for _, v in sorted(rows, key=lambda r: int(r[0].rsplit("_", 1)[1]))]
+    out: dict[str, tuple] = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            out[name] = (*out.get(name, ()), value if eq else (nxt if nxt and not nxt.startswith("-") else None))
+    return out
+
+
+def test_the_options_that_differ_between_the_recorded_launches_are_listed(diagnoses, exports):
+    """compare says what differs in the launches that were captured, checked against the raw
+    exports' arguments: one option between the batch-1 and batch-512 decode loops, six between
+    two continuous-batching runs (and so more than the setting under test); none against itself."""
+    for a, b in (("decode_b1", "decode_b512"), ("hf_cb_eager", "hf_cb_graph_trace")):
+        oa, ob = recorded_options(exports(a)), recorded_options(exports(b))
+        differ = [n for n in dict.fromkeys([*oa, *ob]) if oa.get(n) != ob.get(n)]
+        (w,) = [w for w in cmp(diagnoses, a, b).warnings if w.code == "launch"]
+        assert f"differ in {len(differ)} option{'s' if len(differ) > 1 else ''} ({a} → {b})" in w.message
+        for n in differ:
+            if n in oa and n in ob:
+                assert f"{n} {', '.join(oa[n])} → {', '.join(ob[n])}" in w.message
+            else:
+                assert f"only in {a if n in oa else b}" in w.message and n in w.message
+        assert ("more than one of them" in w.message) == (len(differ) > 1)
+    assert "launch" not in {w.code for w in cmp(diagnoses, "decode_b1", "decode_b1").warnings}
+
+
 @requires_corpus
 @pytest.mark.slow
 def test_another_workload_on_another_gpu_is_flagged(diagnoses):

@@ -36,6 +36,7 @@ from nsight_doctor.sections import (
     Nvtx,
     Phase,
     PhaseKernel,
+    RecordedOption,
     RecordedProcess,
     RecordedSetting,
     Section,
@@ -96,6 +97,7 @@ def summarize(con: duckdb.DuckDBPyConnection, largest_gaps: int = 10) -> Summary
         steady_kernels=fetch(con, SteadyKernel),
         steps=fetch(con, StepRow),
         recorded=fetch(con, RecordedProcess),
+        options=fetch(con, RecordedOption),
         settings=fetch(con, RecordedSetting),
     )
 

@@ -164,7 +164,57 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
                     "compare unlike steps",
                 )
             )
+    for p, s in zip(profiles[1:], sums[1:]):
+        diff = launch_diff(sums[0], s, profiles[0].label, p.label)
+        if diff:
+            shown = diff[:LAUNCH_DIFF_SHOWN] + (
+                [f"{len(diff) - LAUNCH_DIFF_SHOWN} more"] if len(diff) > LAUNCH_DIFF_SHOWN else []
+            )
+            out.append(
+                CompareWarning(
+                    "launch",
+                    f"the recorded command lines differ in {len(diff)} option{'' if len(diff) == 1 else 's'} "
+                    f"({profiles[0].label} → {p.label}): {'; '.join(shown)}"
+                    + (
+                        ": where more than one of them changes the work, the difference is not one setting's"
+                        if len(diff) > 1
+                        else ""
+                    ),
+                )
+            )
     return out
+
+
+LAUNCH_DIFF_SHOWN = 6  # options named in the launch warning; the rest are counted
+
+
+def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]:
+    """The long options of the recorded command lines (recorded_options) that differ between
+    two profiles, in the order they appear: "--max-num-seqs 256 → 512", "--enforce-eager only
+    in A". Empty when either profile recorded no command line (an attached process, an old
+    export, nvprof or Nsight Compute): nothing to compare."""
+    if not a.recorded or not b.recorded or not any(r.command for r in a.recorded + b.recorded):
+        return []
+
+    def options(s: Summary) -> dict[str, tuple[str | None, ...]]:
+        out: dict[str, tuple[str | None, ...]] = {}
+        for o in s.options:
+            out[o.option] = (*out.get(o.option, ()), o.value)
+        return out
+
+    def text(values: tuple[str | None, ...]) -> str:
+        return ", ".join(v if v is not None else "(set)" for v in values)
+
+    oa, ob = options(a), options(b)
+    diff = []
+    for name in [*oa, *(n for n in ob if n not in oa)]:
+        if name not in ob or name not in oa:
+            values, label = (oa[name], label_a) if name in oa else (ob[name], label_b)
+            shown = text(tuple(v for v in values if v is not None))
+            diff.append(f"{name}{' ' + shown if shown else ''} only in {label}")
+        elif oa[name] != ob[name]:
+            diff.append(f"{name} {text(oa[name])} → {text(ob[name])}")
+    return diff
 
 
 def step_work(profiles: Sequence[Profile], i: int) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from nsight_doctor.sections.base import PerGpu, Section, child, to_json
 from nsight_doctor.sections.ncu import Ncu, NcuGroup, NcuReport, NcuStall
-from nsight_doctor.sections.recorded import RecordedProcess, RecordedSetting
+from nsight_doctor.sections.recorded import RecordedOption, RecordedProcess, RecordedSetting
 
 __all__ = [
     "Ncu",
@@ -22,6 +22,7 @@ __all__ = [
     "NcuReport",
     "NcuStall",
     "PerGpu",
+    "RecordedOption",
     "RecordedProcess",
     "RecordedSetting",
     "Section",
@@ -498,6 +499,9 @@ class Summary:
     )
     recorded: list[RecordedProcess] = child(
         "the processes the capture launched: command line, folder, secrets hidden (recorded_processes)", []
+    )
+    options: list[RecordedOption] = child(
+        "the long options on their command lines, with their values, in order (recorded_options)", []
     )
     settings: list[RecordedSetting] = child(
         "their environment variables that distort the capture or set a knob of the run (recorded_settings)", []

@@ -1,6 +1,6 @@
-"""The summary's record of what was run: the processes the capture launched, and the
-environment variables of theirs that a reader should see (recorded_processes,
-recorded_settings). Secrets are hidden at ingest."""
+"""The summary's record of what was run: the processes the capture launched, the long options
+on their command lines, and the environment variables of theirs that a reader should see
+(recorded_processes, recorded_options, recorded_settings). Secrets are hidden at ingest."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ class RecordedProcess(Section):
     command: str | None
     working_dir: str | None
     environment: int
+
+
+@dataclass
+class RecordedOption(Section):
+    VIEW: ClassVar[str] = "recorded_options"
+    process: int
+    option: str
+    value: str | None
 
 
 @dataclass

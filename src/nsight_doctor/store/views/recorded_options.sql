@@ -21,4 +21,5 @@ SELECT process,
        CASE WHEN contains(value, '=') THEN regexp_extract(value, '^[^=]*=(.*)$', 1)
             WHEN next IS NOT NULL AND NOT starts_with(next, '-') THEN next END AS value
 FROM n
-WHERE regexp_matches(value, '^--[A-Za-z0-9]');
+WHERE regexp_matches(value, '^--[A-Za-z0-9]')
+ORDER BY process, pos;
