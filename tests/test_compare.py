@@ -367,22 +367,53 @@ def recorded_options(con: sqlite3.Connection) -> dict[str, tuple]:
     return out
 
 
-def test_the_options_that_differ_between_the_recorded_launches_are_listed(diagnoses, exports):
+# The environment variables store/launch_settings.yaml shows, as these samples set them.
+SHOWN_VARIABLES = {"CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING"}
+
+
+def recorded_variables(con: sqlite3.Connection) -> dict[str, tuple]:
+    """The launched process's environment variables of SHOWN_VARIABLES, from its NAME="VALUE"
+    rows in META_DATA_CAPTURE."""
+    rows = con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'")
+    pairs = [v.split("=", 1) for (v,) in rows]
+    return {n: (v.strip('"'),) for n, v in pairs if n in SHOWN_VARIABLES}
+
+
+def test_the_settings_that_differ_between_the_recorded_launches_are_listed(diagnoses, exports):
     """compare says what differs in the launches that were captured, checked against the raw
-    exports' arguments: one option between the batch-1 and batch-512 decode loops, six between
-    two continuous-batching runs (and so more than the setting under test); none against itself."""
-    for a, b in (("decode_b1", "decode_b512"), ("hf_cb_eager", "hf_cb_graph_trace")):
-        oa, ob = recorded_options(exports(a)), recorded_options(exports(b))
+    exports' arguments and environment: one option between the batch-1 and batch-512 decode
+    loops; six between two continuous-batching runs (and so more than the setting under test);
+    CUDA_LAUNCH_BLOCKING (and the visible GPUs) against the same loop run with it; none
+    against itself."""
+    pairs = (
+        ("decode_b1", "decode_b512"),
+        ("hf_cb_eager", "hf_cb_graph_trace"),
+        ("decode_b1", "decode_b1_launch_blocking"),
+    )
+    for a, b in pairs:
+        oa = recorded_options(exports(a)) | recorded_variables(exports(a))
+        ob = recorded_options(exports(b)) | recorded_variables(exports(b))
         differ = [n for n in dict.fromkeys([*oa, *ob]) if oa.get(n) != ob.get(n)]
         (w,) = [w for w in cmp(diagnoses, a, b).warnings if w.code == "launch"]
-        assert f"differ in {len(differ)} option{'s' if len(differ) > 1 else ''} ({a} → {b})" in w.message
+        assert f"differ in {len(differ)} setting{'s' if len(differ) > 1 else ''} ({a} → {b})" in w.message
         for n in differ:
             if n in oa and n in ob:
                 assert f"{n} {', '.join(oa[n])} → {', '.join(ob[n])}" in w.message
             else:
                 assert f"only in {a if n in oa else b}" in w.message and n in w.message
         assert ("more than one of them" in w.message) == (len(differ) > 1)
+    assert "CUDA_LAUNCH_BLOCKING=1 only in decode_b1_launch_blocking" in w.message
     assert "launch" not in {w.code for w in cmp(diagnoses, "decode_b1", "decode_b1").warnings}
+
+
+def test_a_capture_with_a_distorting_setting_is_a_caution(diagnoses):
+    """A step time measured with CUDA_LAUNCH_BLOCKING=1 is not the program's: the comparison
+    says so, and its verdict ends with a caution."""
+    c = cmp(diagnoses, "decode_b1", "decode_b1_launch_blocking")
+    (w,) = [w for w in c.warnings if w.code == "capture-settings"]
+    assert w.message.startswith("decode_b1_launch_blocking ran with CUDA_LAUNCH_BLOCKING=1")
+    assert "Caution: a capture ran with a setting that distorts it" in c.verdict.text
+    assert "capture-settings" not in {w.code for w in cmp(diagnoses, "decode_b1", "decode_b512").warnings}
 
 
 @requires_corpus

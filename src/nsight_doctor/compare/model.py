@@ -153,7 +153,7 @@ class FindingsDiff:
 class CompareWarning:
     code: str = child(
         "gpu-model, gpu-count, capture-length, kernel-mix, no-steady-state, no-steps, graph-trace, launch-shapes, "
-        "step-work, launch or ncu"
+        "step-work, launch, capture-settings or ncu"
     )
     message: str = child("what differs and what it means for the comparison")
 

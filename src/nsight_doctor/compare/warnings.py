@@ -164,6 +164,17 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
                     "compare unlike steps",
                 )
             )
+    for p, s in zip(profiles, sums):
+        distorting = [x for x in s.settings if x.kind == "distorts"]
+        if distorting:
+            out.append(
+                CompareWarning(
+                    "capture-settings",
+                    f"{p.label} ran with "
+                    + "; ".join(f"{x.name}={x.value} ({x.effect})" for x in distorting)
+                    + ": its numbers are not those of a normal run",
+                )
+            )
     for p, s in zip(profiles[1:], sums[1:]):
         diff = launch_diff(sums[0], s, profiles[0].label, p.label)
         if diff:
@@ -173,7 +184,7 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
             out.append(
                 CompareWarning(
                     "launch",
-                    f"the recorded command lines differ in {len(diff)} option{'' if len(diff) == 1 else 's'} "
+                    f"the recorded launches differ in {len(diff)} setting{'' if len(diff) == 1 else 's'} "
                     f"({profiles[0].label} → {p.label}): {'; '.join(shown)}"
                     + (
                         ": where more than one of them changes the work, the difference is not one setting's"
@@ -185,14 +196,16 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
     return out
 
 
-LAUNCH_DIFF_SHOWN = 6  # options named in the launch warning; the rest are counted
+LAUNCH_DIFF_SHOWN = 6  # differences named in the launch warning; the rest are counted
 
 
 def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]:
-    """The long options of the recorded command lines (recorded_options) that differ between
-    two profiles, in the order they appear: "--max-num-seqs 256 → 512", "--enforce-eager only
-    in A". Empty when either profile recorded no command line (an attached process, an old
-    export, nvprof or Nsight Compute): nothing to compare."""
+    """What differs between two profiles' recorded launches, in the order it appears: the long
+    options of the command lines (recorded_options: "--max-num-seqs 256 → 512",
+    "--enforce-eager only in A"), then the environment variables worth showing
+    (recorded_settings: "CUDA_LAUNCH_BLOCKING=1 only in B"). Empty when either profile recorded
+    no launch (an attached process, an old export, nvprof or Nsight Compute): nothing to
+    compare."""
     if not a.recorded or not b.recorded or not any(r.command for r in a.recorded + b.recorded):
         return []
 
@@ -200,6 +213,8 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
         out: dict[str, tuple[str | None, ...]] = {}
         for o in s.options:
             out[o.option] = (*out.get(o.option, ()), o.value)
+        for e in s.settings:
+            out[e.name] = (*out.get(e.name, ()), e.value)
         return out
 
     def text(values: tuple[str | None, ...]) -> str:
@@ -211,7 +226,8 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
         if name not in ob or name not in oa:
             values, label = (oa[name], label_a) if name in oa else (ob[name], label_b)
             shown = text(tuple(v for v in values if v is not None))
-            diff.append(f"{name}{' ' + shown if shown else ''} only in {label}")
+            sep = " " if name.startswith("-") else "="  # (an option's value, or a variable's)
+            diff.append(f"{name}{sep + shown if shown else ''} only in {label}")
         elif oa[name] != ob[name]:
             diff.append(f"{name} {text(oa[name])} → {text(ob[name])}")
     return diff
@@ -279,4 +295,5 @@ CAUTIONS = {
     "gpu-model": "the GPUs differ",
     "kernel-mix": "the kernels differ (another workload?)",
     "no-steady-state": "a profile has no steady state",
+    "capture-settings": "a capture ran with a setting that distorts it",
 }
