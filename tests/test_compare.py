@@ -473,7 +473,8 @@ def test_json_follows_the_schema_and_the_issue(diagnoses):
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    """decode_b1 with its busiest kernel renamed to markup (as in test_render.py)."""
+    """decode_b1 with its busiest kernel renamed to markup (as in test_render.py), and markup for
+    the value of its command line's --batch (which compare's launch warning quotes)."""
     p = tmp_path_factory.mktemp("hostile") / "hostile.sqlite"
     shutil.copy(sample("decode_b1"), p)
     con = sqlite3.connect(p)
@@ -481,6 +482,7 @@ def hostile(tmp_path_factory):
         "SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName ORDER BY sum(end - start) DESC LIMIT 1"
     ).fetchone()[0]
     con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (HOSTILE, kid))
+    con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE name = 'PROCESS_0:ARGUMENT_2'", (HOSTILE,))
     con.commit()
     con.close()
     return analyze([p])
@@ -489,6 +491,7 @@ def hostile(tmp_path_factory):
 @pytest.mark.slow
 def test_untrusted_names_and_labels_stay_inert(hostile, diagnoses):
     c = compare([Profile(HOSTILE, "x", diagnoses("decode_b1")), Profile("h<b>", "y", hostile)])
+    assert any(HOSTILE in w.message for w in c.warnings if w.code == "launch")
     md = render_markdown(c)
     assert "<img" not in md and "<b>" not in md and "\x1b" not in md
     assert not re.search(r"(?<!\\)\]\(javascript:", md)
