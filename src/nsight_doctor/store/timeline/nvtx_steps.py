@@ -137,6 +137,18 @@ def nvtx_steps(nv: pl.DataFrame, pick: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def by_counts(prefills: pl.Expr, decodes: pl.Expr) -> pl.Expr:
+    """decode with no prefill requests in the step, prefill with no decode requests, else
+    mixed (the counts as the range's text gives them)."""
+    return (
+        pl.when(prefills.cast(pl.Int64) == 0)
+        .then(pl.lit("decode"))
+        .when(decodes.cast(pl.Int64) == 0)
+        .then(pl.lit("prefill"))
+        .otherwise(pl.lit("mixed"))
+    )
+
+
 def kind_hint(text: pl.Expr) -> pl.Expr:
     """prefill, decode or mixed when a step's NVTX range says so."""
     t = text.fill_null("")
@@ -147,21 +159,9 @@ def kind_hint(text: pl.Expr) -> pl.Expr:
     gen = t.str.extract(r"_forward_step.*: [0-9]+ ctx reqs.* ([0-9]+) gen reqs", 1)
     return (
         pl.when(vllm.is_not_null())
-        .then(
-            pl.when(vllm.cast(pl.Int64) == 0)
-            .then(pl.lit("decode"))
-            .when(vllm_gen.cast(pl.Int64) == 0)
-            .then(pl.lit("prefill"))
-            .otherwise(pl.lit("mixed"))
-        )
+        .then(by_counts(vllm, vllm_gen))
         .when(ctx.is_not_null())
-        .then(
-            pl.when(ctx.cast(pl.Int64) == 0)
-            .then(pl.lit("decode"))
-            .when(gen.cast(pl.Int64) == 0)
-            .then(pl.lit("prefill"))
-            .otherwise(pl.lit("mixed"))
-        )
+        .then(by_counts(ctx, gen))
         .when(low.str.contains("prefill|extend|context"))
         .then(pl.lit("prefill"))
         .when(low.str.contains("decode|generation"))
