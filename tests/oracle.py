@@ -281,6 +281,17 @@ def nvtx_step_times(con: sqlite3.Connection, text: str) -> dict[int, list[int]]:
     return out
 
 
+def pacing_gpu(con: sqlite3.Connection) -> int:
+    """The GPU the others wait for in a job whose ranks step together through NCCL collectives:
+    the one whose collective kernels (NCCL's, by name) ran least in all, since a collective
+    kernel runs from its launch until every rank has joined it. (The lowest id among equals.)"""
+    rows = con.execute(
+        """SELECT k.deviceId, sum(k.end - k.start) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN x.StringIds s ON s.id = k.shortName WHERE s.value LIKE 'nccl%' GROUP BY k.deviceId"""
+    ).fetchall()
+    return min(rows, key=lambda r: (r[1], r[0]))[0]
+
+
 def anchor_steps(con: sqlite3.Connection, name: str, grid: tuple[int, int, int]) -> list[tuple[int, int]]:
     """(start, end) of the steps of a single-GPU export whose step kernel is given (by name and
     grid: a kernel launched once per forward pass), as docs/schema.md defines anchor steps,

@@ -12,16 +12,12 @@ from nsight_doctor.sections import SteadyGpu, Summary
 
 
 def step_gpu(s: Summary) -> SteadyGpu | None:
-    """The GPU whose steps give the profile's step time (summary_steady_state: the GPU with the
-    most steps)."""
-    st = s.steady_state
+    """The GPU whose steps give the profile's step time, as summary_steady_state picks it: the
+    most steps; among ranks with as many, the one whose collectives waited least (the GPU the
+    others wait for); then the lowest device id."""
     if not s.steady_gpus:
         return None
-    if st is not None:
-        for g in s.steady_gpus:
-            if g.steps == st.steps and g.step_ns_median == st.step_ns_median:
-                return g
-    return max(s.steady_gpus, key=lambda g: (g.steps or 0, -g.device_id))
+    return max(s.steady_gpus, key=lambda g: (g.steps or 0, -g.comm_wait_ns, -g.device_id))
 
 
 def all_steps(s: Summary) -> int:
