@@ -20,6 +20,7 @@ from browser import Browser, keep_artifact, requires_chromium
 from conftest import CORPUS, REPO, SAMPLES, requires_corpus, run_cli, sample
 from nsight_doctor import analyze
 from nsight_doctor.compare import METRICS, CompareError, CompareOptions, Profile, compare, step_gpu
+from nsight_doctor.compare.warnings import OUTPUT_OPTION
 from nsight_doctor.model import Diagnosis, fmt_ns
 from nsight_doctor.render.compare import render_markdown, render_text, to_dict
 from test_render import check_snapshot
@@ -362,9 +363,14 @@ def test_gpu_count_and_capture_length_are_flagged(diagnoses):
         assert "kernel-mix" not in {w.code for w in cmp(diagnoses, *pair).warnings}, pair
 
 
+# Options naming where the workloads write their facts: not settings of the work.
+OUTPUT_OPTIONS = {"--json"}
+
+
 def recorded_options(con: sqlite3.Connection) -> dict[str, tuple]:
     """The long options of the launched process's arguments in META_DATA_CAPTURE, parsed here:
-    "--name=value", or "--name" followed by its value unless the next argument is an option."""
+    "--name=value", or "--name" followed by its value unless the next argument is an option;
+    not OUTPUT_OPTIONS."""
     rows = con.execute("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:ARGUMENT_%'").fetchall()
     args = [v for _, v in sorted(rows, key=lambda r: int(r[0].rsplit("_", 1)[1]))]
     out: dict[str, tuple] = {}
@@ -372,7 +378,8 @@ def recorded_options(con: sqlite3.Connection) -> dict[str, tuple]:
         if arg.startswith("--"):
             name, eq, value = arg.partition("=")
             nxt = args[i + 1] if i + 1 < len(args) else None
-            out[name] = (*out.get(name, ()), value if eq else (nxt if nxt and not nxt.startswith("-") else None))
+            if name not in OUTPUT_OPTIONS:
+                out[name] = (*out.get(name, ()), value if eq else (nxt if nxt and not nxt.startswith("-") else None))
     return out
 
 
@@ -391,14 +398,17 @@ def recorded_variables(con: sqlite3.Connection) -> dict[str, tuple]:
 def test_the_settings_that_differ_between_the_recorded_launches_are_listed(diagnoses, exports):
     """compare says what differs in the launches that were captured, checked against the raw
     exports' arguments and environment: one option between the batch-1 and batch-512 decode
-    loops; six between two continuous-batching runs (and so more than the setting under test);
-    CUDA_LAUNCH_BLOCKING (and the visible GPUs) against the same loop run with it; none
-    against itself."""
+    loops; several between two continuous-batching runs (and so more than the setting under
+    test); one between the two prefill backends, whose output files (--json) differ too and are
+    no setting; CUDA_LAUNCH_BLOCKING (and the visible GPUs) against the same loop run with it;
+    none against itself."""
     pairs = (
         ("decode_b1", "decode_b512"),
         ("hf_cb_eager", "hf_cb_graph_trace"),
+        ("hf_prefill_math", "hf_prefill_flash"),
         ("decode_b1", "decode_b1_launch_blocking"),
     )
+    messages = {}
     for a, b in pairs:
         oa = recorded_options(exports(a)) | recorded_variables(exports(a))
         ob = recorded_options(exports(b)) | recorded_variables(exports(b))
@@ -411,6 +421,12 @@ def test_the_settings_that_differ_between_the_recorded_launches_are_listed(diagn
             else:
                 assert f"only in {a if n in oa else b}" in w.message and n in w.message
         assert ("more than one of them" in w.message) == (len(differ) > 1)
+        messages[a, b] = w.message
+    assert (
+        "differ in 1 setting (hf_prefill_math → hf_prefill_flash): --backend math → flash"
+        in messages["hf_prefill_math", "hf_prefill_flash"]
+    )
+    assert "--json" not in messages["hf_prefill_math", "hf_prefill_flash"]
     assert "CUDA_LAUNCH_BLOCKING=1 only in decode_b1_launch_blocking" in w.message
     assert "launch" not in {w.code for w in cmp(diagnoses, "decode_b1", "decode_b1").warnings}
 
@@ -683,3 +699,11 @@ def test_a_kernel_finding_whose_time_fell_is_changed_between_nsight_compute_repo
     f.window_ns = round(f.window_ns * 44 / 160)  # the same share of a smaller report
     changes = findings_diff(Profile("a", "a", base), Profile("b", "b", cand)).changes
     assert {c.rule_id: c.status for c in changes}["small-grid"] == "changed"
+
+
+def test_options_that_name_an_output_are_no_launch_setting():
+    """Where a program writes its results is no setting of its work; how much it generates is."""
+    for name in ("--json", "--output-json", "--output-dir", "--result-filename", "--log-file", "--save_path"):
+        assert OUTPUT_OPTION.fullmatch(name), name
+    for name in ("--output-len", "--max-num-seqs", "--log-level", "--jsonl-mode", "--model", "--outputs"):
+        assert not OUTPUT_OPTION.fullmatch(name), name

@@ -3,6 +3,7 @@ that do different work."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from nsight_doctor.compare.metrics import all_steps, pct_text, same_work, step_gpu, times, work_scale
@@ -198,11 +199,17 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
 
 LAUNCH_DIFF_SHOWN = 6  # differences named in the launch warning; the rest are counted
 
+# Options that say where a program writes its results (--json a.json, --output-dir runs/b,
+# --result-filename x): another value there changes no work, so it is no launch difference.
+# (--output-len, --log-level and the like are settings, and stay.)
+OUTPUT_OPTION = re.compile(r"--(out|output|json|log|save|result|results|dump)([-_](file|filename|path|dir|json))?")
+
 
 def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]:
     """What differs between two profiles' recorded launches, in the order it appears: the long
     options of the command lines (recorded_options: "--max-num-seqs 256 → 512",
-    "--enforce-eager only in A"), then the environment variables worth showing
+    "--enforce-eager only in A"; not those naming an output, OUTPUT_OPTION), then the
+    environment variables worth showing
     (recorded_settings: "CUDA_LAUNCH_BLOCKING=1 only in B"). Empty when either profile recorded
     no launch (an attached process, an old export, nvprof or Nsight Compute): nothing to
     compare."""
@@ -212,7 +219,8 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
     def options(s: Summary) -> dict[str, tuple[str | None, ...]]:
         out: dict[str, tuple[str | None, ...]] = {}
         for o in s.options:
-            out[o.option] = (*out.get(o.option, ()), o.value)
+            if not OUTPUT_OPTION.fullmatch(o.option):
+                out[o.option] = (*out.get(o.option, ()), o.value)
         for e in s.settings:
             out[e.name] = (*out.get(e.name, ()), e.value)
         return out
