@@ -707,3 +707,14 @@ def test_options_that_name_an_output_are_no_launch_setting():
         assert OUTPUT_OPTION.fullmatch(name), name
     for name in ("--output-len", "--max-num-seqs", "--log-level", "--jsonl-mode", "--model", "--outputs"):
         assert not OUTPUT_OPTION.fullmatch(name), name
+
+
+def test_the_verdict_names_the_launches_only_where_they_changed(diagnoses):
+    """stream_python → stream_sleep: the same graph replay and kernel each step, the CPU's work
+    between steps shorter; the verdict blames the CPU's work and says nothing of launches (it
+    once said "with 1 CUDA graph and 1 kernel → 1 CUDA graph and 1 kernel launched per step")."""
+    c = cmp(diagnoses, "stream_python", "stream_sleep")
+    assert c.verdict.causes[0].component == "idle:cpu"
+    g0, g1 = (step_gpu(diagnoses(n).summary) for n in ("stream_python", "stream_sleep"))
+    assert g0.graphs == g0.steps == g1.graphs == g1.steps
+    assert "launched per step" not in c.verdict.text

@@ -129,9 +129,10 @@ def launch_context(gb: SteadyGpu | None, gc: SteadyGpu | None) -> str:
             parts.append(f"{k:,.0f} kernel{'s' if round(k) != 1 else ''}")
         return " and ".join(parts)
 
-    nb = (gb.kernels + gb.graphs) / gb.steps
-    nc = (gc.kernels + gc.graphs) / gc.steps
-    if gb.graphs == gc.graphs == 0 and abs(nc - nb) < 0.05 * max(nb, 1):
+    nb, nc = (gb.kernels + gb.graphs) / gb.steps, (gc.kernels + gc.graphs) / gc.steps
+    graphs_b, graphs_c = gb.graphs / gb.steps, gc.graphs / gc.steps
+    # (unchanged: the same launches, and as many of them CUDA graphs)
+    if abs(nc - nb) < 0.05 * max(nb, 1) and abs(graphs_c - graphs_b) < 0.05 * max(graphs_b, 1):
         return ""
     return f", with {launches(gb)} → {launches(gc)} launched per step"
 
