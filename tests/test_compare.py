@@ -718,3 +718,6 @@ def test_the_verdict_names_the_launches_only_where_they_changed(diagnoses):
     g0, g1 = (step_gpu(diagnoses(n).summary) for n in ("stream_python", "stream_sleep"))
     assert g0.graphs == g0.steps == g1.graphs == g1.steps
     assert "launched per step" not in c.verdict.text
+    # Where the CPU's work and launch waiting both moved, the launches go with the launch waiting.
+    text = cmp(diagnoses, "hf_sample_host", "hf_sample_gpu").verdict.text
+    assert re.search(r"waiting for kernel launches fell [^,]*, with [\d,]+ kernels → [\d,]+ kernels launched", text)

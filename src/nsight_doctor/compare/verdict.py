@@ -247,7 +247,7 @@ def cause_sentences(causes: list[Cause], sb: Summary, sc: Summary, basis: str, s
         gb = gpus[0].get(dev) if dev is not None else step_gpu(sb)
         gc = gpus[1].get(dev) if dev is not None else step_gpu(sc)
         extra = ""
-        if cause.component in ("idle:launch", "idle:cpu") and not said_launches:
+        if cause.component == "idle:launch" and not said_launches:  # (what explains launch waiting)
             extra = launch_context(gb, gc)
             said_launches = bool(extra)
         on = f"on GPU {dev}, " if dev is not None else ""
