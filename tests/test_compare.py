@@ -716,6 +716,7 @@ def test_the_verdict_names_the_launches_only_where_they_changed(diagnoses):
     c = cmp(diagnoses, "stream_python", "stream_sleep")
     assert c.verdict.causes[0].component == "idle:cpu"
     g0, g1 = (step_gpu(diagnoses(n).summary) for n in ("stream_python", "stream_sleep"))
+    assert g0 is not None and g1 is not None
     assert g0.graphs == g0.steps == g1.graphs == g1.steps
     assert "launched per step" not in c.verdict.text
     # Where the CPU's work and launch waiting both moved, the launches go with the launch waiting.

@@ -291,6 +291,51 @@ def test_ranks_of_one_job_agree_without_nvtx(tmp_path, variant):
             assert abs(a[1] - b[1]) < 0.02 * marked
 
 
+def phases_of(path) -> dict[int, list[tuple[str, int | None]]]:
+    """Each GPU's phases (name, steps) but start-up, from a store built from path."""
+    built = store.build([path])
+    try:
+        rows = built.connect().execute(
+            "SELECT device_id, name, steps FROM phases WHERE name <> 'startup' ORDER BY device_id, phase"
+        )
+        out: dict[int, list[tuple[str, int | None]]] = {}
+        for dev, name, steps in rows.fetchall():
+            out.setdefault(dev, []).append((name, steps))
+        return out
+    finally:
+        built.close()
+
+
+@pytest.mark.parametrize("variant", ["exposed", "overlap", "straggler"])
+def test_ranks_of_one_job_tell_the_same_phases(tmp_path, variant):
+    """Every step of the tensor-parallel samples is the same decode step on both GPUs (each an
+    NVTX range decode_step). With the ranges removed (from a copy), from both ranks or from GPU
+    1's only (a program that marks rank 0 alone), both GPUs tell one phase of 16 steps, of one
+    name: once, a step in which GPU 1 waited long in its all-reduces looked twice as busy as the
+    others and began a "prefill", and the GEMMs' mean, a little apart on the two GPUs, named one
+    rank's phase decode and the other's steady."""
+    src = unxz(SAMPLES / f"tp2_{variant}" / f"tp2_{variant}.sqlite.xz", tmp_path)
+    con = sqlite3.connect(src)
+    names = con.execute("SELECT DISTINCT text FROM NVTX_EVENTS WHERE text LIKE '%step%'").fetchall()
+    ranks = con.execute("SELECT DISTINCT globalTid >> 24 FROM NVTX_EVENTS WHERE text = 'decode_step'").fetchall()
+    con.close()
+    assert names == [("decode_step",)] and len(ranks) == 2
+    for which, where in (("none", "text = 'decode_step'"), ("rank0", f"globalTid >> 24 = {max(ranks)[0]}")):
+        copy = tmp_path / f"{which}.sqlite"
+        shutil.copy(src, copy)
+        con = sqlite3.connect(copy)
+        con.execute(f"DELETE FROM NVTX_EVENTS WHERE {where}")
+        con.commit()
+        con.close()
+        got = phases_of(copy)
+        assert sorted(got) == [0, 1]
+        assert got[0] == got[1] and len(got[0]) == 1, (which, got)
+        name, steps = got[0][0]
+        assert steps == 16
+        if which == "rank0":
+            assert name == "decode"  # (GPU 0's ranges name the steps' kind, for both)
+
+
 # Each step's time, split by what bounded it -----------------------------------------------------
 
 

@@ -99,6 +99,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         .agg(kernel_ns=(pl.col("end") - pl.col("start")).sum())
     )
     st, sources = choose_steps(out, seq, nv, kernel_ns, trips, strings, ops=ops, ranges=nvr)
+    jobs = job_groups(seq)  # (the phases of a job's ranks agree too)
     del seq
     ops = attention_chains(out, ops, strings, st)
 
@@ -129,6 +130,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         g,
         llm,
         batching=framework[0] in phases_mod.BATCHING_ENGINES,
+        jobs=jobs,
     )
     out.write("phases", ph)
 

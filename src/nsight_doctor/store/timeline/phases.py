@@ -59,8 +59,10 @@ def build(
     gaps: pl.DataFrame,
     llm: set[int],
     batching: bool = False,
+    jobs: list[list[int]] | None = None,
 ) -> pl.DataFrame:
-    """The phases table (tables.yaml); batching: a continuous-batching engine was detected.
+    """The phases table (tables.yaml); batching: a continuous-batching engine was detected;
+    jobs: GPUs that are ranks of one job (timeline.job_groups).
     busy: running_busy(); steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
     gaps: device_id, start, end, duration, cause, setup_ns."""
     act = busy.group_by("device_id").agg(w0=pl.col("start").min(), w1=pl.col("end").max())
@@ -76,12 +78,25 @@ def build(
         "device_id", e=pl.coalesce("first_kernel", pl.when(pl.col("nops") < 1000).then(pl.col("w1")))
     )
 
-    st = steps.with_columns(
-        med_dur=pl.col("duration").median().over("device_id"),
-        med_share=(pl.col("busy_ns") / pl.col("duration").replace(0, None)).median().over("device_id"),
-        med_busy=pl.col("busy_ns").median().over("device_id"),
+    kernels = _step_kernels(ops, steps)
+    # A step's work: its busy time less its collectives' (a rank waiting in an all-reduce for
+    # another is busy, not working: tp2 without NVTX once had a "prefill" where GPU 1 waited).
+    comm = (
+        kernels.filter(pl.col("category").cast(pl.String) == "communication")
+        .group_by("device_id", "step")
+        .agg(comm_ns=pl.col("dur").sum())
     )
-    novelty = _novelty(ops, steps)
+    st = (
+        steps.join(comm, on=["device_id", "step"], how="left")
+        .with_columns(work_ns=(pl.col("busy_ns") - pl.col("comm_ns").fill_null(0)).clip(lower_bound=0))
+        .drop("comm_ns")
+        .with_columns(
+            med_dur=pl.col("duration").median().over("device_id"),
+            med_share=(pl.col("busy_ns") / pl.col("duration").replace(0, None)).median().over("device_id"),
+            med_work=pl.col("work_ns").median().over("device_id"),
+        )
+    )
+    novelty = _novelty(kernels, steps)
     warm = st.join(novelty, on=["device_id", "step"], how="left").with_columns(pl.col("novel_share").fill_null(0.0))
     warm = warm.sort(["device_id", "step"]).with_columns(
         warmup=(
@@ -122,11 +137,13 @@ def build(
     seg = seg.with_columns(
         different=(pl.col("novel_share") >= 0.3)
         | (
-            (pl.col("busy_ns") >= 2 * pl.col("med_busy"))
-            & (pl.col("busy_ns") - pl.col("med_busy") >= 0.2 * pl.col("med_dur"))
+            (pl.col("work_ns") >= 2 * pl.col("med_work"))
+            & (pl.col("work_ns") - pl.col("med_work") >= 0.2 * pl.col("med_dur"))
         )
     )
-    kinds = _kinds(seg, ops, llm, batching)
+    leaders = _leaders(jobs or [], steps)
+    kinds = _kinds(seg, kernels, llm, batching, leaders)
+    kinds = _leaders_kinds(kinds, leaders)
     kinds = kinds.sort(["device_id", "step"]).with_columns(
         run=((pl.col("kind") != pl.col("kind").shift(1)) | (pl.col("segment") != pl.col("segment").shift(1)))
         .fill_null(True)
@@ -260,10 +277,9 @@ def _keep_recurring_compiles(
     return idle.join(drop, on=["device_id", "start"], how="anti")
 
 
-def _novelty(ops: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def _novelty(k: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """novel_share: the share of a step's kernels whose signature (name and grid) occurs in fewer
-    than half of the GPU's steps; also the mean GEMM time over all steps' kernels (gemm_mean)."""
-    k = _step_kernels(ops, steps)
+    than half of the GPU's steps (k: _step_kernels of the steps)."""
     if k.height == 0:
         return pl.DataFrame(schema={"device_id": pl.Int32, "step": pl.Int64, "novel_share": pl.Float64})
     nsteps = steps.group_by("device_id").agg(nst=pl.len())
@@ -298,13 +314,52 @@ def _segment(seg: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.col("segment").fill_null(0)).drop("t")
 
 
-def _kinds(seg: pl.DataFrame, ops: pl.DataFrame, llm: set[int], batching: bool) -> pl.DataFrame:
-    """Each non-warm-up step's kind (the phases doc in tables.yaml)."""
+def _leaders(jobs: list[list[int]], steps: pl.DataFrame) -> dict[int, int]:
+    """The ranks of one job in lockstep (as many steps each) that take their steps' kinds from
+    another rank, its leader: the rank whose NVTX ranges name the kinds, else the lowest
+    device id. (Step i is then the same forward pass on every rank.)"""
+    counts = dict(steps.group_by("device_id").len().iter_rows())
+    hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
+    out = {}
+    for devices in jobs:
+        ranks = sorted(d for d in devices if d in counts)
+        if len(ranks) < 2 or len({counts[d] for d in ranks}) > 1:
+            continue
+        leader = min([d for d in ranks if d in hinted] or ranks)
+        out.update({d: leader for d in ranks if d != leader})
+    return out
+
+
+def _leaders_kinds(kinds: pl.DataFrame, leaders: dict[int, int]) -> pl.DataFrame:
+    """Each step of a led rank (_leaders) of the kind of its leader's step of the same number,
+    where the leader has it (not a warm-up step)."""
+    if not leaders or kinds.height == 0:
+        return kinds
+    lead = pl.col("device_id").replace_strict(leaders, default=None, return_dtype=pl.Int64)
+    ref = kinds.select(leader=pl.col("device_id").cast(pl.Int64), step="step", lead_kind="kind")
+    return (
+        kinds.with_columns(leader=lead)
+        .join(ref, on=["leader", "step"], how="left", maintain_order="left")
+        .with_columns(kind=pl.coalesce("lead_kind", "kind"))
+        .drop("leader", "lead_kind")
+    )
+
+
+def _kinds(
+    seg: pl.DataFrame, kernels: pl.DataFrame, llm: set[int], batching: bool, leaders: dict[int, int]
+) -> pl.DataFrame:
+    """Each non-warm-up step's kind (the phases doc in tables.yaml); kernels: _step_kernels of
+    every step. A job's ranks in lockstep (leaders) are judged on the GEMMs of them all."""
     if seg.height == 0:
         return seg.with_columns(kind=pl.lit(None, pl.String))
-    k = _step_kernels(ops, seg.select("device_id", "step", "start", "end"))
+    k = kernels.join(seg.select("device_id", "step"), on=["device_id", "step"], how="semi")
+    job = pl.col("device_id").replace_strict(leaders, default=pl.col("device_id"), return_dtype=pl.Int64)
     gemm = (
-        k.filter(pl.col("category").cast(pl.String) == "gemm").group_by("device_id").agg(gemm_mean=pl.col("dur").mean())
+        k.filter(pl.col("category").cast(pl.String) == "gemm")
+        .with_columns(job=job)
+        .with_columns(gemm_mean=pl.col("dur").mean().over("job"))
+        .group_by("device_id")
+        .agg(pl.col("gemm_mean").first())
     )
     first_step = pl.col("step").min().over("device_id", "segment")
     # A run of different steps begins with a prefill (a request's prompt) and goes on mixed
@@ -321,7 +376,7 @@ def _kinds(seg: pl.DataFrame, ops: pl.DataFrame, llm: set[int], batching: bool) 
         first_light=pl.col("step").filter(~pl.col("different")).min().over("device_id", "segment"),
         light_steps=(~pl.col("different")).sum().over("device_id", "segment"),
         different_steps=pl.col("different").sum().over("device_id", "segment"),
-        light_share=(pl.col("busy_ns") / pl.col("duration").replace(0, None))
+        light_share=(pl.col("work_ns") / pl.col("duration").replace(0, None))
         .filter(~pl.col("different"))
         .median()
         .over("device_id", "segment"),
