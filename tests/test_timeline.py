@@ -866,6 +866,18 @@ def test_ranks_of_one_job_agree_or_say_so(built):
         if agreement and "the same anchor" in agreement:
             others = [m for d, m, a in rows if a == agreement]
             assert max(others) <= 1.05 * min(others)
+    # Ranks of one job in lockstep (as many steps each) tell the same phases of steady work.
+    counts = dict(built.execute("SELECT device_id, count(*) FROM steps GROUP BY 1").fetchall())
+    told = dict(
+        built.execute(
+            "SELECT device_id, list(name ORDER BY start) FROM phases "
+            "WHERE name IN ('prefill', 'decode', 'mixed', 'steady') GROUP BY 1"
+        ).fetchall()
+    )
+    for agreement in {a for _, _, a in rows if a and "the same anchor" in a}:
+        ranks = [d for d, _, a in rows if a == agreement]
+        if len({counts.get(d) for d in ranks}) == 1:
+            assert len({tuple(told.get(d) or ()) for d in ranks}) == 1
 
 
 @requires_corpus
