@@ -16,7 +16,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # timeline: the captures of workloads/timeline.py, with CPU and Python samples
                 # where they name the code (one GPU); ncu_prefill: Nsight Compute of
                 # prefill attention on both SDPA backends (one GPU); probes: the timeline
-                # model's probes (workloads/probe.py, hf_serving.py cb at other sizes; one GPU)
+                # model's probes (workloads/probe.py, hf_serving.py cb at other sizes; one GPU);
+                # probes2: three more probes of workloads/probe.py (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -261,10 +262,21 @@ probe_series() {
     --new-tokens 28 --max-batch-tokens 768 --max-memory-percent 0.3
 }
 
+# Three more probes (2026-12-05): a compiled forward replayed as CUDA graphs, a GPU-bound generate,
+# an encoder-decoder; each in a capture range after its warm-up.
+probe2_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_compiled range $W/probe.py compiled --batch 4 --new-tokens 32 --calls 2
+  probe_capture hf_bigbatch range $W/probe.py bigbatch --batch 64 --prompt-len 1024 --new-tokens 16 --layers 16
+  probe_capture t5_generate range $W/probe.py t5 --batch 8 --prompt-len 128 --new-tokens 32 --layers 6
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
   probe_series
+elif [ "$MODE" = probes2 ]; then
+  probe2_series
 elif [ "$MODE" = ncu_prefill ]; then
   ncu_prefill_series "$C/np"
   (cd $C/np && tar cf - ./*.ncu-rep) | xz -T0 -6 | split -b 15M -d - "$OUT/ncu_prefill.tar.xz."
