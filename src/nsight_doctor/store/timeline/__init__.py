@@ -23,6 +23,7 @@ from nsight_doctor.store.timeline import nvtx_steps, threads
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
 from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
+from nsight_doctor.store.timeline.jobs import job_groups
 from nsight_doctor.store.timeline.load import (
     GRAPH,
     KERNEL,
@@ -374,33 +375,6 @@ def agree(pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFr
         for d in devices:
             notes[d] = line
     return pl.DataFrame([out[d] for d in sorted(out)], schema=pick.schema), notes
-
-
-def job_groups(seq: pl.DataFrame) -> list[list[int]]:
-    """GPUs that run the same kernels (Jaccard of their kernel names at least 0.5) over
-    overlapping time (at least half the shorter activity span)."""
-    per = seq.group_by("device_id").agg(
-        names=pl.col("name_id").drop_nulls().unique(), t0=pl.col("start").min(), t1=pl.col("end").max()
-    )
-    rows = per.sort("device_id").iter_rows(named=True)
-    devs = [(r["device_id"], set(r["names"]), r["t0"], r["t1"]) for r in rows]
-    parent = {d: d for d, *_ in devs}
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            x = parent[x]
-        return x
-
-    for i, (a, na, a0, a1) in enumerate(devs):
-        for b, nb, b0, b1 in devs[i + 1 :]:
-            jac = len(na & nb) / max(len(na | nb), 1)
-            overlap = min(a1, b1) - max(a0, b0)
-            if jac >= 0.5 and overlap >= 0.5 * min(a1 - a0, b1 - b0):
-                parent[find(b)] = find(a)
-    groups: dict[int, list[int]] = {}
-    for d, *_ in devs:
-        groups.setdefault(find(d), []).append(d)
-    return list(groups.values())
 
 
 def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from nsight_doctor.store.timeline import jobs as jobs_mod
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL
 
 IDLE_NS = 100_000_000
@@ -62,7 +63,7 @@ def build(
     jobs: list[list[int]] | None = None,
 ) -> pl.DataFrame:
     """The phases table (tables.yaml); batching: a continuous-batching engine was detected;
-    jobs: GPUs that are ranks of one job (timeline.job_groups).
+    jobs: GPUs that are ranks of one job (jobs.job_groups).
     busy: running_busy(); steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
     gaps: device_id, start, end, duration, cause, setup_ns."""
     act = busy.group_by("device_id").agg(w0=pl.col("start").min(), w1=pl.col("end").max())
@@ -141,9 +142,9 @@ def build(
             & (pl.col("work_ns") - pl.col("med_work") >= 0.2 * pl.col("med_dur"))
         )
     )
-    leaders = _leaders(jobs or [], steps)
+    leaders = jobs_mod.leaders(jobs or [], steps)
     kinds = _kinds(seg, kernels, llm, batching, leaders)
-    kinds = _leaders_kinds(kinds, leaders)
+    kinds = jobs_mod.leaders_kinds(kinds, leaders)
     kinds = kinds.sort(["device_id", "step"]).with_columns(
         run=((pl.col("kind") != pl.col("kind").shift(1)) | (pl.col("segment") != pl.col("segment").shift(1)))
         .fill_null(True)
@@ -312,37 +313,6 @@ def _segment(seg: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
         ends, left_on="start", right_on="t", by="device_id", strategy="backward", check_sortedness=False
     )
     return out.with_columns(pl.col("segment").fill_null(0)).drop("t")
-
-
-def _leaders(jobs: list[list[int]], steps: pl.DataFrame) -> dict[int, int]:
-    """The ranks of one job in lockstep (as many steps each) that take their steps' kinds from
-    another rank, its leader: the rank whose NVTX ranges name the kinds, else the lowest
-    device id. (Step i is then the same forward pass on every rank.)"""
-    counts = dict(steps.group_by("device_id").len().iter_rows())
-    hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
-    out = {}
-    for devices in jobs:
-        ranks = sorted(d for d in devices if d in counts)
-        if len(ranks) < 2 or len({counts[d] for d in ranks}) > 1:
-            continue
-        leader = min([d for d in ranks if d in hinted] or ranks)
-        out.update({d: leader for d in ranks if d != leader})
-    return out
-
-
-def _leaders_kinds(kinds: pl.DataFrame, leaders: dict[int, int]) -> pl.DataFrame:
-    """Each step of a led rank (_leaders) of the kind of its leader's step of the same number,
-    where the leader has it (not a warm-up step)."""
-    if not leaders or kinds.height == 0:
-        return kinds
-    lead = pl.col("device_id").replace_strict(leaders, default=None, return_dtype=pl.Int64)
-    ref = kinds.select(leader=pl.col("device_id").cast(pl.Int64), step="step", lead_kind="kind")
-    return (
-        kinds.with_columns(leader=lead)
-        .join(ref, on=["leader", "step"], how="left", maintain_order="left")
-        .with_columns(kind=pl.coalesce("lead_kind", "kind"))
-        .drop("leader", "lead_kind")
-    )
 
 
 def _kinds(
