@@ -17,7 +17,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # where they name the code (one GPU); ncu_prefill: Nsight Compute of
                 # prefill attention on both SDPA backends (one GPU); probes: the timeline
                 # model's probes (workloads/probe.py, hf_serving.py cb at other sizes; one GPU);
-                # probes2: three more probes of workloads/probe.py (one GPU)
+                # probes2: three more probes of workloads/probe.py (one GPU); probes2_compiled: the
+                # first of them alone
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -264,9 +265,13 @@ probe_series() {
 
 # Three more probes (2026-12-05): a compiled forward replayed as CUDA graphs, a GPU-bound generate,
 # an encoder-decoder; each in a capture range after its warm-up.
-probe2_series() {
+probe2_compiled() {
   export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
   probe_capture hf_compiled range $W/probe.py compiled --batch 4 --new-tokens 32 --calls 2
+}
+
+probe2_series() {
+  probe2_compiled
   probe_capture hf_bigbatch range $W/probe.py bigbatch --batch 64 --prompt-len 1024 --new-tokens 16 --layers 16
   probe_capture t5_generate range $W/probe.py t5 --batch 8 --prompt-len 128 --new-tokens 32 --layers 6
 }
@@ -277,6 +282,8 @@ elif [ "$MODE" = probes ]; then
   probe_series
 elif [ "$MODE" = probes2 ]; then
   probe2_series
+elif [ "$MODE" = probes2_compiled ]; then
+  probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
   ncu_prefill_series "$C/np"
   (cd $C/np && tar cf - ./*.ncu-rep) | xz -T0 -6 | split -b 15M -d - "$OUT/ncu_prefill.tar.xz."

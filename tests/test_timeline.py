@@ -75,6 +75,8 @@ COUNTS = {
     "hf_cat_cache16": "forwards",
     "hf_cb_eager": "steps",  # continuous batching without graphs: every step's launches differ
     "hf_cb_graphs_varied": "graph_replays",  # the eager work between replays follows the batch
+    "hf_bigbatch": "forwards",  # the GPU busy 86%: prefills of 940 ms beside decode steps of 29 ms
+    "t5_generate": "forwards",  # an encoder-decoder: one step per decoder pass
 }
 
 
