@@ -278,6 +278,31 @@ def test_whole_cache_copies_are_found_in_a_short_capture(tmp_path_factory):
     assert f.evidence["first_grid"] == f.evidence["last_grid"]  # a grid at its cap
 
 
+@pytest.mark.slow
+def test_whole_cache_copies_of_a_long_cache_are_found_beside_the_attention(tmp_path_factory):
+    """hf_bigbatch: 1,024-token prompts grown by 15 tokens, in two generate() calls: the copies
+    barely grow, yet each step's take twice the attention kernels' that read the cache once
+    (README). Numbers from the raw export, between the vocabulary projection's launches."""
+    d, con = analysed(["hf_bigbatch"], tmp_path_factory.mktemp("big"))["hf_bigbatch"]
+    f = finding(d, "kv-cache-concat")
+    assert f is not None
+    lm_head = "nvjet_sm90_tst_256x64_64x5_2x1_v_bz_TNT"  # its vocabulary projection (README)
+    per_step = [c for c in cat_copies_per_step(con, lm_head) if c[0]]
+    assert f.evidence["kernels"] == sum(n for n, _ in per_step)
+    assert f.evidence["total_ns"] == sum(ns for _, ns in per_step)
+    assert f.evidence["median_step_ns"] == statistics.median(ns for _, ns in per_step)
+    assert f.evidence["per_step"] >= 32  # 16 layers x keys and values
+    # The attention per step: the cuDNN SDPA kernels between two projections.
+    ends = [k[1] for k in kernels(con) if k[3] == lm_head]
+    attn = [k for k in kernels(con) if "sdpa" in k[3]]
+    per_attn = [sum(k[1] - k[0] for k in attn if a <= k[0] < b) for a, b in itertools.pairwise(ends)]
+    assert f.evidence["attn_step_ns"] == pytest.approx(statistics.median(per_attn), rel=0.02)
+    assert f.evidence["attention_ratio"] >= 1.5
+    assert per_step[-1][1] < 1.05 * per_step[1][1]  # no growth to see within a call
+    # The GPU sets the pace: gpu-bound first, the copies beside it.
+    assert d.findings[0].rule_id == "gpu-bound"
+
+
 def test_preallocated_kv_cache_is_not_called_concatenated(runs):
     d, _ = runs["hf_static_cache"]
     assert finding(d, "kv-cache-concat") is None
