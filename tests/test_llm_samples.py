@@ -293,8 +293,9 @@ def test_whole_cache_copies_of_a_long_cache_are_found_beside_the_attention(tmp_p
     assert f.evidence["median_step_ns"] == statistics.median(ns for _, ns in per_step)
     assert f.evidence["per_step"] >= 32  # 16 layers x keys and values
     # The attention per step: the cuDNN SDPA kernels between two projections.
-    ends = [k[1] for k in kernels(con) if k[3] == lm_head]
-    attn = [k for k in kernels(con) if "sdpa" in k[3]]
+    ks = kernels(con)
+    ends = [k[1] for k in ks if k[3] == lm_head]
+    attn = [k for k in ks if "sdpa" in k[3]]
     per_attn = [sum(k[1] - k[0] for k in attn if a <= k[0] < b) for a, b in itertools.pairwise(ends)]
     assert f.evidence["attn_step_ns"] == pytest.approx(statistics.median(per_attn), rel=0.02)
     assert f.evidence["attention_ratio"] >= 1.5

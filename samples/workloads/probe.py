@@ -50,6 +50,17 @@ def generate_kw(a, sample):
     return kw
 
 
+def llama_model(layers, hidden=1024, inter=2816, heads=16, kv_heads=4):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv_heads, vocab_size=32000, max_position_embeddings=4096)
+    with torch.device("cuda"):  # random init on the GPU: seconds, not a minute on the CPU
+        model = LlamaForCausalLM(cfg)
+    return model.to(dtype=torch.bfloat16).eval(), cfg
+
+
 def run_qwen(a):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -73,12 +84,7 @@ def run_qwen(a):
 
 
 def run_nested(a):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=a.layers, num_attention_heads=16,
-                      num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096)
-    model = LlamaForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
+    model, cfg = llama_model(a.layers)
     forwards = count_forwards(model)
     nvtx = torch.cuda.nvtx
 
@@ -109,17 +115,6 @@ def run_nested(a):
         torch.cuda.synchronize()
     report({"workload": "nested", "warmup_forwards": warm, "forwards": forwards["n"] - warm, "calls": a.calls,
             "batch": a.batch, "new_tokens": a.new_tokens, "layers": a.layers})
-
-
-def llama_model(layers, hidden=1024, inter=2816, heads=16, kv_heads=4):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, vocab_size=32000, max_position_embeddings=4096)
-    with torch.device("cuda"):  # random init on the GPU: seconds, not a minute on the CPU
-        model = LlamaForCausalLM(cfg)
-    return model.to(dtype=torch.bfloat16).eval(), cfg
 
 
 def measured_generate(a, model, ids, kw, warmups=1, before=lambda: None):
