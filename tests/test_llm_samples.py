@@ -304,6 +304,29 @@ def test_whole_cache_copies_of_a_long_cache_are_found_beside_the_attention(tmp_p
     assert d.findings[0].rule_id == "gpu-bound"
 
 
+def test_compiled_generate_waits_for_the_eager_decoding_loop_around_its_graph_replays(tmp_path):
+    """hf_compiled: generate() with a forward compiled with mode="reduce-overhead", traced as
+    whole graphs: one replay per token, and around it the decoding loop's eager kernels, which
+    the GPU waits for. The advice speaks of that loop, not only of generate_batch's batch
+    preparation (the text it once gave), and not of turning CUDA graphs on."""
+    d, con = analysed(["hf_compiled"], tmp_path)["hf_compiled"]
+    f = finding(d, "launch-bound")
+    assert f is not None and d.findings[0] is f
+    assert "outside CUDA graphs" in f.title
+    st = d.summary.steady_state
+    replays = con.execute(
+        "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE start >= ? AND end <= ?",
+        (st.start_ns, st.end_ns),
+    ).fetchone()
+    assert f.evidence["graph_launches"] == replays[0] == st.steps == 64
+    eager = [k for k in kernels(con) if k[0] >= st.start_ns and k[1] <= st.end_ns]
+    assert f.evidence["eager_kernels"] == len(eager)
+    eager_ns = sum(k[1] - k[0] for k in eager)
+    assert f.evidence["graph_share_pct"] == pytest.approx(100 * replays[1] / (replays[1] + eager_ns))
+    assert "already replays" in f.recommendation and "compiled forward" in f.recommendation
+    assert "drop" not in f.recommendation.lower()  # nothing to turn on: the graphs run
+
+
 def test_preallocated_kv_cache_is_not_called_concatenated(runs):
     d, _ = runs["hf_static_cache"]
     assert finding(d, "kv-cache-concat") is None

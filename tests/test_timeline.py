@@ -77,6 +77,7 @@ COUNTS = {
     "hf_cb_graphs_varied": "graph_replays",  # the eager work between replays follows the batch
     "hf_bigbatch": "forwards",  # the GPU busy 86%: prefills of 940 ms beside decode steps of 29 ms
     "t5_generate": "forwards",  # an encoder-decoder: one step per decoder pass
+    "hf_compiled": "forwards",  # a compiled forward: one graph replay per token, eager work around it
 }
 
 
