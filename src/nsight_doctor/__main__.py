@@ -7,9 +7,8 @@ Ctrl-C while they load also ends in "nsight-doctor: interrupted" and exit code 1
 from __future__ import annotations
 
 import gc
-import signal
 
-from nsight_doctor.errors import exit_interrupted, install_interrupt_handler
+from nsight_doctor.errors import exit_interrupted, install_interrupt_handler, stop_handling_signals
 
 
 def interrupted_import(e: BaseException) -> bool:
@@ -48,7 +47,7 @@ def run() -> None:
     finally:
         # Done: a Ctrl-C put off by the handler and sent again now would land in the
         # interpreter's shutdown, which prints it with a traceback.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop_handling_signals()
 
 
 if __name__ == "__main__":

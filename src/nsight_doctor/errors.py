@@ -81,11 +81,21 @@ def is_out_of_memory(e: BaseException) -> bool:
 # How often Ctrl-C may be put off (every 20 ms) before it is raised wherever it lands.
 MAX_DEFERRALS = 500
 
+# The signal that stopped the run: SIGINT (Ctrl-C), or SIGTERM (`kill`, `timeout`, a job
+# scheduler or CI cancelling the job), which takes Ctrl-C's path so that the same cleanup runs.
+stopped_by = [signal.SIGINT]
+
 
 def install_interrupt_handler() -> None:
     """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, except where that
-    exception would not reach the command (put_off): there it is sent again 20 ms later."""
+    exception would not reach the command (put_off): there it is sent again 20 ms later.
+    SIGTERM becomes a Ctrl-C: without this, Python dies at once and leaves its temporary
+    store (hundreds of MB for a large profile) behind."""
     deferred = 0
+
+    def on_terminate(signum: int, frame: FrameType | None) -> None:
+        stopped_by[0] = signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         nonlocal deferred
@@ -100,6 +110,14 @@ def install_interrupt_handler() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_interrupt)
+    signal.signal(signal.SIGTERM, on_terminate)
+
+
+def stop_handling_signals() -> None:
+    """Once the job is done and its files are whole: Ctrl-C is ignored (landing in the
+    interpreter's shutdown, it would print a traceback), and SIGTERM ends the process at once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def put_off(frame: FrameType | None) -> bool:
@@ -125,14 +143,16 @@ def in_polars(frame: FrameType | None) -> bool:
 
 
 def exit_interrupted() -> None:
-    """Says so and exits with 130 (128 + SIGINT, as shells report an interrupted command).
+    """Says so and exits with 130 (128 + SIGINT, as shells report an interrupted command), or
+    143 after a SIGTERM.
 
     The exit skips the interpreter's own shutdown: when Ctrl-C lands while a C extension
     runs Python code (DuckDB's import does), CPython remembers the interrupt as unhandled
     and, however the program then exits, kills itself with SIGINT. Cleanup of partial
     files has already run where the interrupt was raised; what registered for exit runs
     here."""
-    sys.stderr.write("nsight-doctor: interrupted\n")
+    terminated = stopped_by[0] == signal.SIGTERM
+    sys.stderr.write("nsight-doctor: terminated\n" if terminated else "nsight-doctor: interrupted\n")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -141,4 +161,4 @@ def exit_interrupted() -> None:
     import atexit
 
     atexit._run_exitfuncs()
-    os._exit(130)
+    os._exit(128 + stopped_by[0])

@@ -1,7 +1,7 @@
 """The command line: a thin click layer over nsight_doctor.analyze().
 
 Exit codes: 0 no finding at or above --fail-on, 1 findings at or above it, 2 the tool could
-not do its job (one line on stderr, never a traceback), 130 interrupted (Ctrl-C).
+not do its job (one line on stderr, never a traceback), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 
 One module per command (``analyze``, ``compare``, ``rules``; the archive's commands are in
 archive/commands.py), and what they share in ``common``. Nothing imports the command line.

@@ -6,13 +6,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import signal
 import sys
 import traceback
 
 import click
 
-from nsight_doctor.errors import DoctorError, exit_interrupted, is_interrupt, is_out_of_memory
+from nsight_doctor.errors import DoctorError, exit_interrupted, is_interrupt, is_out_of_memory, stop_handling_signals
 from nsight_doctor.render.text import sanitize
 
 EXIT_FINDINGS = 1
@@ -76,7 +75,7 @@ class DoctorGroup(click.Group):
             sys.exit(EXIT_ERROR)
         # The job is done and its files are whole: a Ctrl-C now would only end the interpreter's
         # shutdown by the signal (exit -2, not 0), so it is ignored from here on.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop_handling_signals()
         sys.exit(rv or 0)
 
 
