@@ -15,12 +15,7 @@ from nsight_doctor.errors import DoctorError, exit_interrupted, is_interrupt, is
 from nsight_doctor.render.text import sanitize
 
 EXIT_FINDINGS = 1
-
-
 EXIT_ERROR = 2
-
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def error(message: str) -> None:
