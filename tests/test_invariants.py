@@ -93,6 +93,19 @@ def test_the_steady_state_is_its_steady_phases(diagnosis):
     assert s.steady_state.end_ns == max(p.end_ns for p in steady)
 
 
+def test_the_step_time_is_the_step_gpus(diagnosis):
+    """One GPU sets the step time (summary_steady_state.step_device_id): the summary's steps and
+    step times are its, and compare reads the same GPU."""
+    from nsight_doctor.compare.metrics import step_gpu
+
+    s = diagnosis.summary
+    if s.steady_state is None:
+        return
+    g = step_gpu(s)
+    assert g is not None and g.device_id == s.steady_state.step_device_id
+    assert (g.steps, g.step_ns_median) == (s.steady_state.steps, s.steady_state.step_ns_median)
+
+
 def test_findings_never_claim_more_than_their_window(diagnosis):
     s = diagnosis.summary
     per_gpu: dict[int, int] = {}

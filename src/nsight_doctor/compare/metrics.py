@@ -12,12 +12,10 @@ from nsight_doctor.sections import SteadyGpu, Summary
 
 
 def step_gpu(s: Summary) -> SteadyGpu | None:
-    """The GPU whose steps give the profile's step time, as summary_steady_state picks it: the
-    most steps; among ranks with as many, the one whose collectives waited least (the GPU the
-    others wait for); then the lowest device id."""
-    if not s.steady_gpus:
+    """The GPU whose steps give the profile's step time: summary_steady_state's step_device_id."""
+    if s.steady_state is None:
         return None
-    return max(s.steady_gpus, key=lambda g: (g.steps or 0, -g.comm_wait_ns, -g.device_id))
+    return next((g for g in s.steady_gpus if g.device_id == s.steady_state.step_device_id), None)
 
 
 def all_steps(s: Summary) -> int:

@@ -284,6 +284,7 @@ class SteadyState(Section):
     window_ns: int
     busy_pct: float | None
     kind: str
+    step_device_id: int
     steps: int | None
     step_ns_median: float | None
     step_ns_p90: float | None

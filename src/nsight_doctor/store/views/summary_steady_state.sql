@@ -6,9 +6,11 @@
 -- window_ns: the steady phases' total duration, summed over GPUs, ns.
 -- busy_pct: GPU busy time as % of window_ns.
 -- kind: the most common kind of steady work: prefill, decode, mixed or steady.
--- steps: steps of the GPU that sets the step time: the one with the most steps; among equals
+-- step_device_id: the GPU that sets the step time: the one with the most steps; among equals
 --   (ranks of one job in lockstep), the one whose collectives waited least for another GPU (the
---   GPU the others wait for), then the lowest device id (NULL when no steps were found).
+--   GPU the others wait for), then the lowest device id. compare reads its per-step figures
+--   from this GPU too.
+-- steps: that GPU's steps (NULL when no steps were found).
 -- step_ns_median: that GPU's median step time, ns.
 -- step_ns_p90: its 90th percentile step time, ns.
 -- share_pct: window_ns as % of the GPUs' activity windows.
@@ -16,7 +18,9 @@
 CREATE VIEW summary_steady_state AS
 SELECT min(s.start) AS start_ns, max(s."end") AS end_ns, sum(s.window_ns) AS window_ns,
        100.0 * sum(s.busy_ns) / nullif(sum(s.window_ns), 0) AS busy_pct,
-       mode(s.kind ORDER BY s.kind) AS kind, max(s.steps) AS steps,
+       mode(s.kind ORDER BY s.kind) AS kind,
+       arg_max(s.device_id, (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS step_device_id,
+       max(s.steps) AS steps,
        arg_max(s.step_ns_median, (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS step_ns_median,
        arg_max(s.step_ns_p90, (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS step_ns_p90,
        100.0 * sum(s.window_ns) / nullif((SELECT sum(window_ns) FROM gpu_activity), 0) AS share_pct,
