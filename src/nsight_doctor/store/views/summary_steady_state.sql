@@ -8,8 +8,8 @@
 -- kind: the most common kind of steady work: prefill, decode, mixed or steady.
 -- step_device_id: the GPU that sets the step time: the one with the most steps; among equals
 --   (ranks of one job in lockstep), the one whose collectives waited least for another GPU (the
---   GPU the others wait for), then the lowest device id. compare reads its per-step figures
---   from this GPU too.
+--   GPU the others wait for), then the lowest device id; with no steps found, the same order
+--   picks among all. compare reads its per-step figures from this GPU too.
 -- steps: that GPU's steps (NULL when no steps were found).
 -- step_ns_median: that GPU's median step time, ns.
 -- step_ns_p90: its 90th percentile step time, ns.
