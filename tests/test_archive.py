@@ -331,6 +331,39 @@ def test_kill_9_mid_ingest_then_rerun_completes(tmp_path, archive):
     assert not parts.exists()
 
 
+def test_sigterm_mid_ingest_stops_the_workers_and_leaves_no_temporary_files(tmp_path, archive):
+    """The workers are killed when the ingest stops: their scratch and spill folders, which they
+    cannot remove themselves, go with the pool's temporary folder (two were left per run)."""
+    db = tmp_path / "fleet.duckdb"
+    parts = Path(str(db) + ".parts")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    inputs = [str(archive / n) for n in ("hf_sdpa", "tp2", "decode_b1_graphs", "ncu")]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TMPDIR": str(tmp)}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "nsight_doctor", "ingest", *inputs, "--db", str(db), "-j", "2", "-q"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    # Stopped while the workers hold their next files: once the first part is written.
+    while time.monotonic() < deadline and p.poll() is None:
+        if parts.is_dir() and any(parts.iterdir()):
+            break
+        time.sleep(0.02)
+    assert p.poll() is None, "the ingest ended before it could be stopped"
+    assert any(tmp.iterdir())  # (the workers' folders, while they work)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert err.decode().strip().splitlines()[-1] == "nsight-doctor: terminated"
+    assert list(tmp.iterdir()) == []
+    have = q(db, "SELECT count(*) FROM profiles")[0][0]
+    assert have < 4
+    assert q(db, "SELECT count(*) FROM profiles WHERE profile_id NOT IN (SELECT profile_id FROM summaries)") == [(0,)]
+
+
 # --- archives, report, export, Dask --------------------------------------------------------------
 
 

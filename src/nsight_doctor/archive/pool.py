@@ -4,16 +4,19 @@ Unlike a ProcessPoolExecutor, the parent always knows which file each worker hol
 worker that dies (a crash in a reader, the kernel's OOM killer) or runs past --timeout costs
 only that file: it is recorded as a failure and a fresh worker takes its place. Workers are
 started with 'spawn' (the parent holds an open DuckDB database and must not be forked), ignore
-Ctrl-C (the parent stops them), and die with the parent on Linux. Each gets its share of the
-cores for DuckDB's threads, at most runtime.MAX_DEFAULT_THREADS (``$NSIGHT_DOCTOR_THREADS``,
-when not already set), as many Polars threads, and the allocator setting for that many
-(runtime.environment_for_children).
+Ctrl-C (the parent stops them), and die with the parent on Linux. Their temporary folder
+($TMPDIR) is one the pool makes and removes when it closes: a worker killed (stopped by Ctrl-C
+or SIGTERM, past --timeout, by the OOM killer) cannot remove its own scratch and spill
+folders. Each gets its share of the cores for DuckDB's threads, at most
+runtime.MAX_DEFAULT_THREADS (``$NSIGHT_DOCTOR_THREADS``, when not already set), as many Polars
+threads, and the allocator setting for that many (runtime.environment_for_children).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +25,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from nsight_doctor.archive.worker import Task, run_task
+from nsight_doctor.cachedir import private_dir
 from nsight_doctor.runtime import MAX_DEFAULT_THREADS, environment_for_children
 
 
@@ -66,14 +70,23 @@ class Pool:
         self.parts_root = parts_root
         self.timeout = timeout
         self.slots: list[Slot] = []
+        self.tmp = private_dir("nsight-doctor-workers-")  # (made by run, removed by close)
 
     def start_slot(self) -> Slot:
         parent, child = self.ctx.Pipe()
         threads = max(1, min((os.cpu_count() or 1) // self.jobs, MAX_DEFAULT_THREADS))
         p = self.ctx.Process(target=worker_main, args=(child, self.parts_root, threads), daemon=True)
         # (the worker imports DuckDB and Polars before its own code runs: their settings are chosen here)
-        with environment_for_children(threads):
-            p.start()
+        tmpdir = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = str(self.tmp)
+        try:
+            with environment_for_children(threads):
+                p.start()
+        finally:
+            if tmpdir is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = tmpdir
         child.close()
         return Slot(p, parent)
 
@@ -91,6 +104,7 @@ class Pool:
         queue = list(tasks)
         queue.reverse()
         try:
+            self.tmp.mkdir(mode=0o700)
             self.slots = [self.start_slot() for _ in range(min(self.jobs, len(queue)))]
             while queue or any(s.tasks for s in self.slots):
                 for s in self.slots:
@@ -162,6 +176,7 @@ class Pool:
                 s.process.join(1)
             s.conn.close()
         self.slots = []
+        shutil.rmtree(self.tmp, ignore_errors=True)  # (the workers are gone: what they left)
 
 
 def failure(task: Task, error_type: str, error: str) -> dict[str, Any]:
