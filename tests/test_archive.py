@@ -335,7 +335,6 @@ def test_sigterm_mid_ingest_stops_the_workers_and_leaves_no_temporary_files(tmp_
     """The workers are killed when the ingest stops: their scratch and spill folders, which they
     cannot remove themselves, go with the pool's temporary folder (two were left per run)."""
     db = tmp_path / "fleet.duckdb"
-    parts = Path(str(db) + ".parts")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     inputs = [str(archive / n) for n in ("hf_sdpa", "tp2", "decode_b1_graphs", "ncu")]
@@ -347,13 +346,11 @@ def test_sigterm_mid_ingest_stops_the_workers_and_leaves_no_temporary_files(tmp_
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 120
-    # Stopped while the workers hold their next files: once the first part is written.
-    while time.monotonic() < deadline and p.poll() is None:
-        if parts.is_dir() and any(parts.iterdir()):
-            break
-        time.sleep(0.02)
+    # Stopped while a worker analyses a file: its scratch folder is in the pool's.
+    scratch = "nsight-doctor-workers-*/nsight-doctor-ingest-*"
+    while time.monotonic() < deadline and p.poll() is None and not any(tmp.glob(scratch)):
+        time.sleep(0.01)
     assert p.poll() is None, "the ingest ended before it could be stopped"
-    assert any(tmp.iterdir())  # (the workers' folders, while they work)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 143, err

@@ -103,6 +103,8 @@ def test_the_step_time_is_the_step_gpus(diagnosis):
         return
     g = step_gpu(s)
     assert g is not None and g.device_id == s.steady_state.step_device_id
+    # (the most steps; among equals the least waiting in collectives, then the lowest id)
+    assert g is max(s.steady_gpus, key=lambda x: (x.steps or 0, -x.comm_wait_ns, -x.device_id))
     assert (g.steps, g.step_ns_median) == (s.steady_state.steps, s.steady_state.step_ns_median)
 
 

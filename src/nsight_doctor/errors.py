@@ -94,6 +94,11 @@ def install_interrupt_handler() -> None:
     deferred = 0
 
     def on_terminate(signum: int, frame: FrameType | None) -> None:
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # The job is done (stop_handling_signals is under way): end at once, as it would.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         stopped_by[0] = signal.SIGTERM
         os.kill(os.getpid(), signal.SIGINT)
 

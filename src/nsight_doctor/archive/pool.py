@@ -30,7 +30,10 @@ from nsight_doctor.runtime import MAX_DEFAULT_THREADS, environment_for_children
 
 
 def worker_main(conn: Connection, parts_root: str, threads: int) -> None:
+    # (a SIGTERM to the process group, as `timeout` or a scheduler sends, stops the parent,
+    # which stops the workers: one that died of it first would be recorded as a failure)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     die_with_parent()
     # The workers share the cores: each analysis' DuckDB gets its share, not all of them.
     os.environ.setdefault("NSIGHT_DOCTOR_THREADS", str(threads))
@@ -160,23 +163,29 @@ class Pool:
         return self.start_slot()
 
     def close(self) -> None:
-        for s in self.slots:
-            try:
-                if not s.tasks:
-                    s.conn.send(None)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 2
-        for s in self.slots:
-            if s.tasks:
-                s.process.kill()
-            s.process.join(max(0.0, deadline - time.monotonic()))
-            if s.process.is_alive():
-                s.process.kill()
-                s.process.join(1)
-            s.conn.close()
-        self.slots = []
-        shutil.rmtree(self.tmp, ignore_errors=True)  # (the workers are gone: what they left)
+        try:
+            for s in self.slots:
+                try:
+                    if not s.tasks:
+                        s.conn.send(None)
+                except OSError:
+                    pass
+            deadline = time.monotonic() + 2
+            for s in self.slots:
+                if s.tasks:
+                    s.process.kill()
+                s.process.join(max(0.0, deadline - time.monotonic()))
+                if s.process.is_alive():
+                    s.process.kill()
+                    s.process.join(1)
+                s.conn.close()
+        finally:
+            # (also when a second Ctrl-C cut the joins short)
+            for s in self.slots:
+                if s.process.is_alive():
+                    s.process.kill()
+            self.slots = []
+            shutil.rmtree(self.tmp, ignore_errors=True)  # (the workers are gone: what they left)
 
 
 def failure(task: Task, error_type: str, error: str) -> dict[str, Any]:
