@@ -383,6 +383,23 @@ def recorded_options(con: sqlite3.Connection) -> dict[str, tuple]:
     return out
 
 
+def test_steps_of_another_batch_do_different_work_when_graphs_hide_the_kernels(diagnoses, exports):
+    """hf_compiled replays its forward as CUDA graphs traced whole: no kernel that both profiles
+    ran says how much work a step does. The recorded command lines do (--batch 16 → 4, read
+    here from the raw exports' arguments), and the verdict says the steps differ instead of
+    only "faster per step". Two captures of the same loop, one traced per graph node, stay
+    alike."""
+    oa, ob = recorded_options(exports("hf_static_cache")), recorded_options(exports("hf_compiled"))
+    assert oa["--batch"] != ob["--batch"]
+    c = cmp(diagnoses, "hf_static_cache", "hf_compiled")
+    said = f"--batch {oa['--batch'][0]} → {ob['--batch'][0]}"
+    assert any("steps do different work" in n and said in n for n in c.verdict.notes), c.verdict.notes
+    assert recorded_options(exports("decode_b1_graphs")) == recorded_options(exports("decode_b1_graphs_node"))
+    alike = cmp(diagnoses, "decode_b1_graphs", "decode_b1_graphs_node")
+    assert not any("different work" in n for n in alike.verdict.notes)
+    assert "step-work" not in {w.code for w in alike.warnings}
+
+
 # The environment variables store/launch_settings.yaml shows, as these samples set them.
 SHOWN_VARIABLES = {"CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING"}
 

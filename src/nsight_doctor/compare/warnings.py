@@ -205,6 +205,45 @@ LAUNCH_DIFF_SHOWN = 6  # differences named in the launch warning; the rest are c
 OUTPUT_OPTION = re.compile(r"--(out|output|json|log|save|result|results|dump)([-_](file|filename|path|dir|json))?")
 
 
+# Options that set how much work a step does: the rows of a batch, a step's token budget, the
+# tokens of a prompt (--batch, --batch-size, vLLM's --max-num-seqs and --max-num-batched-tokens,
+# SGLang's --max-running-requests and --chunked-prefill-size, TensorRT-LLM's --max_batch_size and
+# --max_num_tokens, --prompt-len, --input-len, --seq-len). The model's context length
+# (--max-model-len) and the output length change no step's work.
+STEP_WORK_OPTION = re.compile(
+    r"--(?:[a-z0-9]+[-_])*(?:batch(?:[-_](?:size|tokens))?|batched[-_]tokens|num[-_]seqs|num[-_]tokens"
+    r"|running[-_]requests|prefill[-_](?:size|tokens)|prompt[-_]len(?:gth)?|input[-_]len(?:gth)?"
+    r"|seq(?:uence)?[-_]len(?:gth)?)",
+    re.I,
+)
+
+
+def step_work_options(a: Summary, b: Summary) -> list[str]:
+    """The recorded options of STEP_WORK_OPTION whose values differ between two profiles
+    ("--batch 16 → 4"); empty when either recorded no launch."""
+    if not a.recorded or not b.recorded or not any(r.command for r in a.recorded + b.recorded):
+        return []
+    oa, ob = option_values(a), option_values(b)
+    out = []
+    for name in [*oa, *(n for n in ob if n not in oa)]:
+        if STEP_WORK_OPTION.fullmatch(name) and oa.get(name) != ob.get(name):
+            va, vb = (values_text(v) if v else "(not given)" for v in (oa.get(name), ob.get(name)))
+            out.append(f"{name} {va} → {vb}")
+    return out
+
+
+def option_values(s: Summary) -> dict[str, tuple[str | None, ...]]:
+    """Each recorded long option's values, in the order recorded."""
+    out: dict[str, tuple[str | None, ...]] = {}
+    for o in s.options:
+        out[o.option] = (*out.get(o.option, ()), o.value)
+    return out
+
+
+def values_text(values: tuple[str | None, ...]) -> str:
+    return ", ".join(v if v is not None else "(set)" for v in values)
+
+
 def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]:
     """What differs between two profiles' recorded launches, in the order it appears: the long
     options of the command lines (recorded_options: "--max-num-seqs 256 → 512",
@@ -217,27 +256,21 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
         return []
 
     def options(s: Summary) -> dict[str, tuple[str | None, ...]]:
-        out: dict[str, tuple[str | None, ...]] = {}
-        for o in s.options:
-            if not OUTPUT_OPTION.fullmatch(o.option):
-                out[o.option] = (*out.get(o.option, ()), o.value)
+        out = {k: v for k, v in option_values(s).items() if not OUTPUT_OPTION.fullmatch(k)}
         for e in s.settings:
             out[e.name] = (*out.get(e.name, ()), e.value)
         return out
-
-    def text(values: tuple[str | None, ...]) -> str:
-        return ", ".join(v if v is not None else "(set)" for v in values)
 
     oa, ob = options(a), options(b)
     diff = []
     for name in [*oa, *(n for n in ob if n not in oa)]:
         if name not in ob or name not in oa:
             values, label = (oa[name], label_a) if name in oa else (ob[name], label_b)
-            shown = text(tuple(v for v in values if v is not None))
+            shown = values_text(tuple(v for v in values if v is not None))
             sep = " " if name.startswith("-") else "="  # (an option's value, or a variable's)
             diff.append(f"{name}{sep + shown if shown else ''} only in {label}")
         elif oa[name] != ob[name]:
-            diff.append(f"{name} {text(oa[name])} → {text(ob[name])}")
+            diff.append(f"{name} {values_text(oa[name])} → {values_text(ob[name])}")
     return diff
 
 
@@ -246,7 +279,8 @@ def step_work(profiles: Sequence[Profile], i: int) -> str | None:
     show (None: they do, or there are no steps to compare): a step signature found with low
     confidence, or kernels that both ran launching other numbers of threads per step
     (metrics.work_scale: calls x grid x block, whatever the split into launches). Kernels
-    hidden in CUDA graphs traced whole give no evidence either way."""
+    hidden in CUDA graphs traced whole give no evidence either way; where the kernels tell
+    nothing, recorded command lines that set a batch or prompt size differently do."""
     sb, sc = profiles[0].diagnosis.summary, profiles[i].diagnosis.summary
     gb, gc = step_gpu(sb), step_gpu(sc)
     if not (gb and gc and gb.steps and gc.steps):
@@ -255,10 +289,12 @@ def step_work(profiles: Sequence[Profile], i: int) -> str | None:
         src = g.step_source
         if src is not None and src.confidence == "low":
             return f"{p.label}'s steps were found with low confidence ({src.marker}: {src.evidence})"
-    if graph_traced(sb) or graph_traced(sc):
-        return None
-    ws = work_scale(profiles, i)
-    if ws is None or same_work(ws):
+    ws = None if graph_traced(sb) or graph_traced(sc) else work_scale(profiles, i)
+    if ws is None:
+        # The kernels tell nothing: the recorded command lines may.
+        changed = step_work_options(sb, sc)
+        return f"the recorded launches set {'; '.join(changed)}" if changed else None
+    if same_work(ws):
         return None
     example = f"{short_name(ws.kernel)}: {ws.threads[0]:,.0f} → {ws.threads[1]:,.0f}"
     if ws.ratio is None:
