@@ -16,13 +16,16 @@
 -- share_pct: window_ns as % of the GPUs' activity windows.
 -- gpus: GPUs with a steady state.
 CREATE VIEW summary_steady_state AS
-SELECT min(s.start) AS start_ns, max(s."end") AS end_ns, sum(s.window_ns) AS window_ns,
-       100.0 * sum(s.busy_ns) / nullif(sum(s.window_ns), 0) AS busy_pct,
-       mode(s.kind ORDER BY s.kind) AS kind,
-       arg_max(s.device_id, (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS step_device_id,
-       max(s.steps) AS steps,
-       arg_max(s.step_ns_median, (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS step_ns_median,
-       arg_max(s.step_ns_p90, (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS step_ns_p90,
-       100.0 * sum(s.window_ns) / nullif((SELECT sum(window_ns) FROM gpu_activity), 0) AS share_pct,
-       count(*) AS gpus
-FROM steady_state s JOIN summary_steady_gpus g USING (device_id) HAVING count(*) > 0;
+SELECT start_ns, end_ns, window_ns, busy_pct, kind, pick.device_id AS step_device_id, steps,
+       pick.step_ns_median AS step_ns_median, pick.step_ns_p90 AS step_ns_p90, share_pct, gpus
+FROM (
+    SELECT min(s.start) AS start_ns, max(s."end") AS end_ns, sum(s.window_ns) AS window_ns,
+           100.0 * sum(s.busy_ns) / nullif(sum(s.window_ns), 0) AS busy_pct,
+           mode(s.kind ORDER BY s.kind) AS kind, max(s.steps) AS steps,
+           -- (the step GPU's row, chosen once by the order above)
+           arg_max({'device_id': s.device_id, 'step_ns_median': s.step_ns_median, 'step_ns_p90': s.step_ns_p90},
+                   (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS pick,
+           100.0 * sum(s.window_ns) / nullif((SELECT sum(window_ns) FROM gpu_activity), 0) AS share_pct,
+           count(*) AS gpus
+    FROM steady_state s JOIN summary_steady_gpus g USING (device_id) HAVING count(*) > 0
+);
