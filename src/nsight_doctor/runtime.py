@@ -66,11 +66,13 @@ def configure_polars() -> None:
 
 
 @contextmanager
-def environment_for_children(threads: int) -> Iterator[None]:
+def environment_for_children(threads: int, tmpdir: str | None = None) -> Iterator[None]:
     """Around the start of child processes that will run DuckDB and Polars on this many threads
-    (archive workers): the allocator setting that suits them, unless the user set one, and as
-    many Polars threads, unless the user set them."""
-    before = {k: os.environ.get(k) for k in (ALLOCATOR_ENV, POLARS_THREADS_ENV)}
+    (archive workers): the allocator setting that suits them, unless the user set one, as many
+    Polars threads, unless the user set them, and their temporary folder ($TMPDIR), when given."""
+    before = {k: os.environ.get(k) for k in (ALLOCATOR_ENV, POLARS_THREADS_ENV, "TMPDIR")}
+    if tmpdir is not None:
+        os.environ["TMPDIR"] = tmpdir
     if not _users(ALLOCATOR_ENV):
         if threads >= EAGER_PURGE_THREADS:
             os.environ[ALLOCATOR_ENV] = EAGER_PURGE

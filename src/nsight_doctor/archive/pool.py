@@ -80,16 +80,8 @@ class Pool:
         threads = max(1, min((os.cpu_count() or 1) // self.jobs, MAX_DEFAULT_THREADS))
         p = self.ctx.Process(target=worker_main, args=(child, self.parts_root, threads), daemon=True)
         # (the worker imports DuckDB and Polars before its own code runs: their settings are chosen here)
-        tmpdir = os.environ.get("TMPDIR")
-        os.environ["TMPDIR"] = str(self.tmp)
-        try:
-            with environment_for_children(threads):
-                p.start()
-        finally:
-            if tmpdir is None:
-                os.environ.pop("TMPDIR", None)
-            else:
-                os.environ["TMPDIR"] = tmpdir
+        with environment_for_children(threads, str(self.tmp)):
+            p.start()
         child.close()
         return Slot(p, parent)
 
