@@ -221,15 +221,26 @@ STEP_WORK_OPTION = re.compile(
 def step_work_options(a: Summary, b: Summary) -> list[str]:
     """The recorded options of STEP_WORK_OPTION whose values differ between two profiles
     ("--batch 16 → 4"); empty when either recorded no launch."""
-    if not a.recorded or not b.recorded or not any(r.command for r in a.recorded + b.recorded):
+    if not launched(a, b):
         return []
     oa, ob = option_values(a), option_values(b)
     out = []
-    for name in [*oa, *(n for n in ob if n not in oa)]:
-        if STEP_WORK_OPTION.fullmatch(name) and oa.get(name) != ob.get(name):
+    for name in differing(oa, ob):
+        if STEP_WORK_OPTION.fullmatch(name):
             va, vb = (values_text(v) if v else "(not given)" for v in (oa.get(name), ob.get(name)))
             out.append(f"{name} {va} → {vb}")
     return out
+
+
+def launched(a: Summary, b: Summary) -> bool:
+    """Whether both profiles recorded the launch of a command (not an attached process, an old
+    export, nvprof or Nsight Compute): only then can their launches be compared."""
+    return bool(a.recorded and b.recorded and any(r.command for r in a.recorded + b.recorded))
+
+
+def differing(oa: dict[str, tuple[str | None, ...]], ob: dict[str, tuple[str | None, ...]]) -> list[str]:
+    """The names whose values differ (or that one side lacks), in the order they appear."""
+    return [n for n in dict.fromkeys([*oa, *ob]) if oa.get(n) != ob.get(n)]
 
 
 def option_values(s: Summary) -> dict[str, tuple[str | None, ...]]:
@@ -252,7 +263,7 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
     (recorded_settings: "CUDA_LAUNCH_BLOCKING=1 only in B"). Empty when either profile recorded
     no launch (an attached process, an old export, nvprof or Nsight Compute): nothing to
     compare."""
-    if not a.recorded or not b.recorded or not any(r.command for r in a.recorded + b.recorded):
+    if not launched(a, b):
         return []
 
     def options(s: Summary) -> dict[str, tuple[str | None, ...]]:
@@ -263,13 +274,13 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
 
     oa, ob = options(a), options(b)
     diff = []
-    for name in [*oa, *(n for n in ob if n not in oa)]:
+    for name in differing(oa, ob):
         if name not in ob or name not in oa:
             values, label = (oa[name], label_a) if name in oa else (ob[name], label_b)
             shown = values_text(tuple(v for v in values if v is not None))
             sep = " " if name.startswith("-") else "="  # (an option's value, or a variable's)
             diff.append(f"{name}{sep + shown if shown else ''} only in {label}")
-        elif oa[name] != ob[name]:
+        else:
             diff.append(f"{name} {values_text(oa[name])} → {values_text(ob[name])}")
     return diff
 
