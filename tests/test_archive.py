@@ -299,17 +299,28 @@ def test_timeouts_kill_the_worker_and_the_batch_goes_on(tmp_path, archive):
     assert q(db, "SELECT count(*) FROM failures")[0][0] == 0
 
 
+def start_ingest(inputs: list[str], db: Path, jobs: int, env: dict | None = None, stderr=subprocess.DEVNULL):
+    """The real ingest command in a process of its own, to be stopped midway."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nsight_doctor", "ingest", *inputs, "--db", str(db), "-j", str(jobs), "-q"],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src"), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+
+
+def assert_partial_and_whole(db: Path, inputs: int) -> None:
+    """A stopped ingest's database opens, holds fewer profiles than it was given, and each
+    profile in it is whole."""
+    assert q(db, "SELECT count(*) FROM profiles")[0][0] < inputs
+    assert q(db, "SELECT count(*) FROM profiles WHERE profile_id NOT IN (SELECT profile_id FROM summaries)") == [(0,)]
+
+
 def test_kill_9_mid_ingest_then_rerun_completes(tmp_path, archive):
     db = tmp_path / "fleet.duckdb"
     parts = Path(str(db) + ".parts")
     inputs = [str(archive / n) for n in ("decode_b1_graphs", "hf_sdpa", "tp2", "ncu")]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    p = subprocess.Popen(
-        [sys.executable, "-m", "nsight_doctor", "ingest", *inputs, "--db", str(db), "-j", "1", "-q"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    p = start_ingest(inputs, db, jobs=1)
     deadline = time.monotonic() + 120
     # Kill it once the first profile's part has been written and, most likely, merged.
     while time.monotonic() < deadline and p.poll() is None:
@@ -320,10 +331,7 @@ def test_kill_9_mid_ingest_then_rerun_completes(tmp_path, archive):
     assert p.poll() is None, "the ingest ended before it could be killed"
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    # The database opens, and each profile in it is whole.
-    have = q(db, "SELECT count(*) FROM profiles")[0][0]
-    assert have < 4
-    assert q(db, "SELECT count(*) FROM profiles WHERE profile_id NOT IN (SELECT profile_id FROM summaries)") == [(0,)]
+    assert_partial_and_whole(db, 4)
     r = run_cli("ingest", *inputs, "--db", str(db), "-j", "2", "-q")
     assert r.returncode == 0, r.stdout + r.stderr
     assert q(db, "SELECT count(*) FROM profiles")[0][0] == 4
@@ -338,13 +346,7 @@ def test_sigterm_mid_ingest_stops_the_workers_and_leaves_no_temporary_files(tmp_
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     inputs = [str(archive / n) for n in ("hf_sdpa", "tp2", "decode_b1_graphs", "ncu")]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TMPDIR": str(tmp)}
-    p = subprocess.Popen(
-        [sys.executable, "-m", "nsight_doctor", "ingest", *inputs, "--db", str(db), "-j", "2", "-q"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    p = start_ingest(inputs, db, jobs=2, env={"TMPDIR": str(tmp)}, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     # Stopped while a worker analyses a file: its scratch folder is in the pool's.
     scratch = "nsight-doctor-workers-*/nsight-doctor-ingest-*"
@@ -356,9 +358,7 @@ def test_sigterm_mid_ingest_stops_the_workers_and_leaves_no_temporary_files(tmp_
     assert p.returncode == 143, err
     assert err.decode().strip().splitlines()[-1] == "nsight-doctor: terminated"
     assert list(tmp.iterdir()) == []
-    have = q(db, "SELECT count(*) FROM profiles")[0][0]
-    assert have < 4
-    assert q(db, "SELECT count(*) FROM profiles WHERE profile_id NOT IN (SELECT profile_id FROM summaries)") == [(0,)]
+    assert_partial_and_whole(db, 4)
 
 
 # --- archives, report, export, Dask --------------------------------------------------------------
