@@ -427,6 +427,82 @@ def test_a_shape_sweep_is_steady_state_cost_not_llm_phases():
     assert d.findings[0].evidence["gaps"] == facts("triton_sweep")["shapes"] - 1
 
 
+def pass_starts(path, n: int) -> list[int]:
+    """The start of each forward pass, by plain SQL over the export: the kernel (name and grid)
+    that runs exactly n times, the workload's count of passes (the LM head, the sampling
+    kernel), else the n graph launches."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        kernel = "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        once = f"""SELECT shortName, gridX, gridY, gridZ FROM CUPTI_ACTIVITY_KIND_KERNEL
+                   GROUP BY ALL HAVING count(*) = {n} LIMIT 1"""
+        key = con.execute(once.replace("GROUP BY ALL", "GROUP BY 1, 2, 3, 4")).fetchone()
+        if key:
+            rows = con.execute(f"{kernel} WHERE shortName = ? AND gridX = ? AND gridY = ? AND gridZ = ?", key)
+        else:
+            rows = con.execute(
+                """SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                   WHERE s.value LIKE 'cudaGraphLaunch%'"""
+            )
+        starts = sorted(r[0] for r in rows)
+    finally:
+        con.close()
+    assert len(starts) == n
+    return starts
+
+
+def cropped(path, tmp_path, t0: int, t1: int):
+    """A copy of the export holding only what lies within [t0, t1], as a capture started and
+    stopped there (nsys --delay, --duration) records it: every row with a start and end, or a
+    timestamp, outside the window is gone."""
+    out = tmp_path / f"cropped-{t0}-{t1}.sqlite"
+    shutil.copy(path, out)
+    con = sqlite3.connect(out)
+    try:
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            cols = {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+            if {"start", "end"} <= cols:
+                con.execute(f'DELETE FROM "{table}" WHERE start < ? OR coalesce("end", start) > ?', (t0, t1))
+            elif "timestamp" in cols:
+                con.execute(f'DELETE FROM "{table}" WHERE timestamp < ? OR timestamp > ?', (t0, t1))
+        con.commit()
+    finally:
+        con.close()
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "first", "last"),
+    [
+        ("hf_bigbatch", 30, 80),  # decodes, a prefill of large GEMMs, decodes
+        ("hf_requests", 5, 50),
+        ("t5_generate", 50, 95),
+        ("hf_cb_graph_trace", 30, 80),  # whole-graph replays, the prompts' steps long done
+        ("hf_cb_graphs_varied", 50, 95),
+    ],
+)
+def test_a_capture_started_mid_decode_has_the_same_steps_and_calls_them_decode(name, first, last, tmp_path):
+    """A serving capture seldom starts at a request's prompt: cut each sample halfway through a
+    pass at first% of its passes and again at last%, and the steps are still the passes in the
+    window (give or take the two cut ones), and each is an LLM step: the decodes before the
+    window's first prefill are decodes as the ones after it are, not "steady"."""
+    src = export_of(name)
+    if src.name.endswith(".xz"):
+        src = unxz(src, tmp_path)
+    n = facts(name)[COUNTS[name]]
+    starts = pass_starts(src, n)
+    i0, i1 = first * n // 100, last * n // 100
+    t0, t1 = (starts[i0] + starts[i0 + 1]) // 2, (starts[i1] + starts[i1 + 1]) // 2
+    inside = sum(t0 <= t <= t1 for t in starts)
+    got = steps_of(cropped(src, tmp_path, t0, t1))
+    assert list(got) == [0]
+    assert inside - 1 <= len(got[0]) <= inside
+    d = analyze([cropped(src, tmp_path, t0, t1)])
+    with_steps = [p for p in d.summary.phases if p.steps]
+    assert with_steps and {p.name for p in with_steps} <= LLM_PHASES, [(p.name, p.steps) for p in with_steps]
+    assert "decode" in {p.name for p in with_steps}
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.iterdir() if (p / "facts.json").exists()))
 def test_gap_parts_match_the_oracle(name):
     src = export_of(name)

@@ -350,14 +350,6 @@ def _kinds(
         .filter(~pl.col("different"))
         .median()
         .over("device_id", "segment"),
-        # a different step came before this one in its stretch
-        after_different=pl.col("different")
-        .cast(pl.Int32)
-        .cum_sum()
-        .shift(1)
-        .over("device_id", "segment", order_by="step")
-        .fill_null(0)
-        > 0,
     ).join(gemm, on="device_id", how="left")
     inferred = (
         pl.when(pl.col("starts_run"))
@@ -371,12 +363,19 @@ def _kinds(
             & (pl.col("different_steps") >= 0.1 * pl.col("light_steps"))
         )
         .then(pl.lit("mixed"))
-        .when(pl.col("after_different"))
+        # A light step in a stretch that holds prefills is a decode, before the first prefill
+        # too: a capture that starts mid-decode (the prefills' large GEMMs would otherwise
+        # raise gemm_mean and call the same steps "steady" there and "decode" after).
+        .when(pl.col("different_steps") > 0)
         .then(pl.lit("decode"))
         .when(pl.col("gemm_mean") < 30_000)
         .then(pl.lit("decode"))
         .when((pl.col("gemm_mean") >= 100_000) & (pl.col("light_share") >= 0.8))
         .then(pl.lit("prefill"))
+        # Alike CUDA graph replays with their GEMMs inside the graph: serving engines replay
+        # graphs for decode batches (prompts run eager, or are the different steps above).
+        .when(pl.col("gemm_mean").is_null() & (pl.col("source") == "graph"))
+        .then(pl.lit("decode"))
         .otherwise(pl.lit("steady"))
     )
     is_llm = pl.col("device_id").is_in(list(llm))
