@@ -94,10 +94,13 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         ],
         how="vertical_relaxed",
     ).filter(pl.col("device_id").is_not_null())
+    # (lazy, here and wherever most rows pass a filter: an eager filter copies every column)
     kernel_ns = (
-        ops.filter(pl.col("kind").is_in([0, 1]))
+        ops.lazy()
+        .filter(pl.col("kind").is_in([KERNEL, GRAPH]))
         .group_by("device_id")
         .agg(kernel_ns=(pl.col("end") - pl.col("start")).sum())
+        .collect()
     )
     st, sources = choose_steps(out, seq, nv, kernel_ns, trips, strings, ops=ops, ranges=nvr)
     jobs = job_groups(seq)  # (the phases of a job's ranks agree too)
@@ -289,8 +292,11 @@ def choose_steps(
     short = nvtx_steps.short_of_work(pats)
     held = None
     if short.height:
-        launches = ops.filter(pl.col("kind").is_in([KERNEL, GRAPH]) & pl.col("launch_start").is_not_null()).select(
-            "device_id", "pid", t="launch_start", ns=pl.col("end") - pl.col("start")
+        launches = (
+            ops.lazy()
+            .filter(pl.col("kind").is_in([KERNEL, GRAPH]) & pl.col("launch_start").is_not_null())
+            .select("device_id", "pid", t="launch_start", ns=pl.col("end") - pl.col("start"))
+            .collect()
         )
         held = nvtx_steps.held_work(short, ranges, launches)
     nvc = nvtx_steps.nvtx_candidates(pats, held)
@@ -532,7 +538,7 @@ def step_parts(
         *[pl.col(f"{p}_ns").fill_null(0) for p in gaps_mod.PARTS]
     )
     # The step's launching thread, and the GPU busy time while it was blocked in a call.
-    lo = step_at(ops.filter(pl.col("tid").is_not_null()).select("device_id", "start", "pid", "tid"), "start", st)
+    lo = step_at(ops.select("device_id", "start", "pid", "tid").filter(pl.col("tid").is_not_null()), "start", st)
     thread = (
         lo.filter(pl.col("step").is_not_null())
         .group_by("device_id", "step", "pid", "tid")

@@ -32,17 +32,22 @@ def chains(ops: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     ops' idx), and the softmax's name id. ops: load.load_ops' frame."""
     soft = names.filter(pl.col("value").str.contains(SOFTMAX))["id"].implode()
     rand = names.filter(pl.col("value").str.contains(RANDOM))["id"].implode()
-    k = ops.filter(pl.col("kind") == KERNEL).select(
-        "device_id",
-        "stream_id",
-        "idx",
-        "start",
-        "sig",
-        "name_id",
-        cat=pl.col("category").cast(pl.String),
-        softmax=pl.col("name_id").is_in(soft)
-        & pl.col("category").cast(pl.String).is_in(["reduction", "attention-unfused"]),
-        rand=pl.col("name_id").is_in(rand),
+    k = (
+        ops.lazy()
+        .filter(pl.col("kind") == KERNEL)
+        .select(
+            "device_id",
+            "stream_id",
+            "idx",
+            "start",
+            "sig",
+            "name_id",
+            cat=pl.col("category").cast(pl.String),
+            softmax=pl.col("name_id").is_in(soft)
+            & pl.col("category").cast(pl.String).is_in(["reduction", "attention-unfused"]),
+            rand=pl.col("name_id").is_in(rand),
+        )
+        .collect()
     )
     streams = k.filter("softmax").select("device_id", "stream_id").unique()
     empty = pl.DataFrame(
@@ -121,7 +126,7 @@ def members(ops: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     schema = pl.Schema([("device_id", device), ("idx", pl.Int64()), ("chain", pl.Int64())])
     if found.height == 0:
         return pl.DataFrame(schema=schema)
-    k = ops.filter(pl.col("kind") == KERNEL).select("device_id", "stream_id", "idx")
+    k = ops.select("device_id", "stream_id", "idx", "kind").filter(pl.col("kind") == KERNEL).drop("kind")
     k = k.join(found.select("device_id", "stream_id").unique(), on=["device_id", "stream_id"], how="semi")
     # The chains of a stream do not overlap: each kernel's is the last one begun by it.
     m = k.sort("idx").join_asof(

@@ -78,7 +78,8 @@ def main_threads(ops: pl.DataFrame) -> pl.DataFrame:
     """Each GPU's main launching thread (pid, tid): the one that issued most of its operations
     (ops.tid, the thread of each operation's launch call)."""
     return (
-        ops.filter(pl.col("tid").is_not_null())
+        ops.select("device_id", "pid", "tid")
+        .filter(pl.col("tid").is_not_null())
         .group_by("device_id", "pid", "tid")
         .agg(n=pl.len())
         .sort(["device_id", "n", "pid", "tid"], descending=[False, True, False, False])

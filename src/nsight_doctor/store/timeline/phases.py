@@ -37,7 +37,8 @@ def llm_devices(
         token_steps = token_steps | graph_steps
     hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
     k = (
-        ops.filter(pl.col("kind") == KERNEL)
+        ops.select("device_id", "start", "kind", "name_id", "category")
+        .filter(pl.col("kind") == KERNEL)
         .join(steps.group_by("device_id").agg(s0=pl.col("start").min(), s1=pl.col("end").max()), on="device_id")
         .filter((pl.col("start") >= pl.col("s0")) & (pl.col("start") < pl.col("s1")))
     )
@@ -292,8 +293,11 @@ def _novelty(k: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 def _step_kernels(ops: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Kernels with the step they start in (gsig: name and grid, null when a part is)."""
-    k = ops.filter(pl.col("kind") == KERNEL).select(
-        "device_id", "start", "gsig", "category", dur=pl.col("end") - pl.col("start")
+    k = (
+        ops.lazy()
+        .filter(pl.col("kind") == KERNEL)
+        .select("device_id", "start", "gsig", "category", dur=pl.col("end") - pl.col("start"))
+        .collect()
     )
     s = steps.select("device_id", "step", s_start="start", s_end="end").sort("s_start")
     k = k.sort("start").join_asof(
