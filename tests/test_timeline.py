@@ -427,6 +427,17 @@ def test_a_shape_sweep_is_steady_state_cost_not_llm_phases():
     assert d.findings[0].evidence["gaps"] == facts("triton_sweep")["shapes"] - 1
 
 
+def test_a_decode_loop_of_graph_replays_is_decode_whatever_marks_its_steps():
+    """stream_python and stream_sleep run the same decode loop, one CUDA graph replay per token
+    (every GEMM inside it): steps from the graph launches, or from an NVTX range around each
+    replay, are decode steps either way."""
+    for name in ("stream_python", "stream_sleep"):
+        d = diagnosis(name)
+        assert [p.name for p in d.summary.phases if p.steps] == ["decode"], name
+        steady = d.summary.steady_state
+        assert steady is not None and steady.kind == "decode"
+
+
 def pass_starts(path, n: int) -> list[int]:
     """The start of each forward pass, by plain SQL over the export: the kernel (name and grid)
     that runs exactly n times, the workload's count of passes (the LM head, the sampling

@@ -125,7 +125,11 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
 
     chosen = sources.filter("chosen")
     token = set(chosen.filter(pl.col("marks").fill_null("").str.contains("embedding|sampling"))["device_id"].to_list())
-    graphs = set(chosen.filter(pl.col("source") == "graph")["device_id"].to_list())
+    # GPUs whose every step replays a CUDA graph: the graph launches are the steps, or recur
+    # once per step of the steps chosen (an NVTX range around each replay).
+    per_step = st.group_by("device_id").agg(occurrences=pl.len().cast(pl.Int64))
+    replays = sources.filter(pl.col("source") == "graph").join(per_step, on=["device_id", "occurrences"])
+    graphs = set(replays["device_id"].to_list())
     llm = phases_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs)
     ph = phases_mod.build(
         busy,
@@ -135,6 +139,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         llm,
         batching=framework[0] in phases_mod.BATCHING_ENGINES,
         jobs=jobs,
+        graphs=graphs,
     )
     out.write("phases", ph)
 

@@ -62,9 +62,11 @@ def build(
     llm: set[int],
     batching: bool = False,
     jobs: list[list[int]] | None = None,
+    graphs: set[int] | None = None,
 ) -> pl.DataFrame:
     """The phases table (tables.yaml); batching: a continuous-batching engine was detected;
-    jobs: GPUs that are ranks of one job (jobs.job_groups).
+    jobs: GPUs that are ranks of one job (jobs.job_groups); graphs: GPUs whose every step
+    replays a CUDA graph.
     busy: running_busy(); steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
     gaps: device_id, start, end, duration, cause, setup_ns."""
     act = busy.group_by("device_id").agg(w0=pl.col("start").min(), w1=pl.col("end").max())
@@ -144,7 +146,7 @@ def build(
         )
     )
     leaders = jobs_mod.leaders(jobs or [], steps)
-    kinds = _kinds(seg, kernels, llm, batching, leaders)
+    kinds = _kinds(seg, kernels, llm, batching, leaders, graphs or set())
     kinds = jobs_mod.leaders_kinds(kinds, leaders)
     kinds = kinds.sort(["device_id", "step"]).with_columns(
         run=((pl.col("kind") != pl.col("kind").shift(1)) | (pl.col("segment") != pl.col("segment").shift(1)))
@@ -320,7 +322,12 @@ def _segment(seg: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
 
 
 def _kinds(
-    seg: pl.DataFrame, kernels: pl.DataFrame, llm: set[int], batching: bool, leaders: dict[int, int]
+    seg: pl.DataFrame,
+    kernels: pl.DataFrame,
+    llm: set[int],
+    batching: bool,
+    leaders: dict[int, int],
+    graphs: set[int],
 ) -> pl.DataFrame:
     """Each non-warm-up step's kind (the phases doc in tables.yaml); kernels: _step_kernels of
     every step. A job's ranks in lockstep (leaders) are judged on the GEMMs of them all."""
@@ -378,7 +385,7 @@ def _kinds(
         .then(pl.lit("prefill"))
         # Alike CUDA graph replays with their GEMMs inside the graph: serving engines replay
         # graphs for decode batches (prompts run eager, or are the different steps above).
-        .when(pl.col("gemm_mean").is_null() & (pl.col("source") == "graph"))
+        .when(pl.col("gemm_mean").is_null() & pl.col("device_id").is_in(list(graphs)))
         .then(pl.lit("decode"))
         .otherwise(pl.lit("steady"))
     )
