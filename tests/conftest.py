@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,26 @@ def unxz(src: Path, dest_dir: Path) -> Path:
     dest = dest_dir / src.name.removesuffix(".xz")
     dest.write_bytes(lzma.decompress(src.read_bytes()))
     return dest
+
+
+def cropped(path, tmp_path, t0: int, t1: int):
+    """A copy of the export holding only what lies within [t0, t1], as a capture started and
+    stopped there (nsys --delay, --duration) records it: every row with a start and end, or a
+    timestamp, outside the window is gone."""
+    out = tmp_path / f"cropped-{t0}-{t1}.sqlite"
+    shutil.copy(path, out)
+    con = sqlite3.connect(out)
+    try:
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            cols = {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+            if {"start", "end"} <= cols:
+                con.execute(f'DELETE FROM "{table}" WHERE start < ? OR coalesce("end", start) > ?', (t0, t1))
+            elif "timestamp" in cols:
+                con.execute(f'DELETE FROM "{table}" WHERE timestamp < ? OR timestamp > ?', (t0, t1))
+        con.commit()
+    finally:
+        con.close()
+    return out
 
 
 def sha256(path: Path) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 import oracle
 from browser import Browser, keep_artifact, requires_chromium
-from conftest import CORPUS, REPO, SAMPLES, requires_corpus, run_cli, sample
+from conftest import CORPUS, REPO, SAMPLES, cropped, requires_corpus, run_cli, sample, unxz
 from nsight_doctor import analyze
 from nsight_doctor.compare import METRICS, CompareError, CompareOptions, Profile, compare, step_gpu
 from nsight_doctor.compare.warnings import OUTPUT_OPTION
@@ -468,6 +468,26 @@ def test_another_workload_on_another_gpu_is_flagged(diagnoses):
     codes = {w.code for w in c.warnings}
     assert {"kernel-mix", "gpu-model"} <= codes
     assert "Caution: the GPUs differ, and the kernels differ" in c.verdict.text
+
+
+@pytest.mark.slow
+def test_two_windows_of_one_run_are_not_called_another_workload(tmp_path):
+    """hf_cb_graphs_varied cut in two: the first window holds the prompts' eager steps beside the
+    graph replays, the second only replays. Their kernels differ, but the second's are nearly all
+    the first's: the warning says the first holds more work, not that it is another workload."""
+    src = export_path("hf_cb_graphs_varied")
+    if src.name.endswith(".xz"):
+        src = unxz(src, tmp_path)
+    con = sqlite3.connect(src)
+    lo, hi = con.execute("SELECT min(start), max([end]) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    con.close()
+    span = hi - lo
+    early = cropped(src, tmp_path, lo, lo + span * 45 // 100)
+    late = cropped(src, tmp_path, lo + span * 55 // 100, hi)
+    c = compare([Profile("early", "early", analyze([early])), Profile("late", "late", analyze([late]))])
+    (w,) = [w for w in c.warnings if w.code == "kernel-mix"]
+    assert "early's steady state holds work that the other's lacks" in w.message
+    assert "different workload" not in w.message and "another workload" not in c.verdict.text
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import statistics
 import pytest
 
 import oracle
-from conftest import CORPUS, SAMPLES, requires_corpus, unxz
+from conftest import CORPUS, SAMPLES, cropped, requires_corpus, unxz
 from nsight_doctor import analyze, store
 from nsight_doctor.model import Diagnosis
 
@@ -460,26 +460,6 @@ def pass_starts(path, n: int) -> list[int]:
         con.close()
     assert len(starts) == n
     return starts
-
-
-def cropped(path, tmp_path, t0: int, t1: int):
-    """A copy of the export holding only what lies within [t0, t1], as a capture started and
-    stopped there (nsys --delay, --duration) records it: every row with a start and end, or a
-    timestamp, outside the window is gone."""
-    out = tmp_path / f"cropped-{t0}-{t1}.sqlite"
-    shutil.copy(path, out)
-    con = sqlite3.connect(out)
-    try:
-        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-            cols = {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
-            if {"start", "end"} <= cols:
-                con.execute(f'DELETE FROM "{table}" WHERE start < ? OR coalesce("end", start) > ?', (t0, t1))
-            elif "timestamp" in cols:
-                con.execute(f'DELETE FROM "{table}" WHERE timestamp < ? OR timestamp > ?', (t0, t1))
-        con.commit()
-    finally:
-        con.close()
-    return out
 
 
 @pytest.mark.parametrize(

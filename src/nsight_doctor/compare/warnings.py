@@ -16,6 +16,7 @@ CAPTURE_RATIO_WARN = 4.0  # GPU activity windows this many times apart
 
 
 KERNEL_MIX_WARN_PCT = 50.0  # less than this share of kernel time in kernel names both profiles ran
+KERNEL_SUBSET_PCT = 90.0  # ... while at least this share of the other's is: one holds the other's kernels
 
 
 SHAPE_CHANGE_WARN_PCT = 50.0  # at least this share of matched kernel time runs with other launch shapes
@@ -135,14 +136,20 @@ def warnings_for(profiles: Sequence[Profile], rows: list[KernelRow]) -> list[Com
                 continue
             a, b = name_overlap_pct(base, s), name_overlap_pct(s, base)
             if a is not None and b is not None and min(a, b) < KERNEL_MIX_WARN_PCT:
-                out.append(
-                    CompareWarning(
-                        "kernel-mix",
-                        f"different kernel mix: only {pct_text(a)} of {profiles[0].label}'s steady kernel time "
-                        f"is in kernels that {p.label} also ran, and {pct_text(b)} the other way round: probably "
-                        "a different workload (another model, or training against inference)",
-                    )
+                mix = (
+                    f"different kernel mix: only {pct_text(a)} of {profiles[0].label}'s steady kernel time "
+                    f"is in kernels that {p.label} also ran, and {pct_text(b)} the other way round"
                 )
+                if max(a, b) >= KERNEL_SUBSET_PCT:
+                    # (one side's kernels are nearly all the other's: the same program doing more)
+                    more = profiles[0].label if a < b else p.label
+                    mix += (
+                        f": {more}'s steady state holds work that the other's lacks (prompts beside "
+                        "decodes, another phase, or kernels that the other ran inside CUDA graphs)"
+                    )
+                else:
+                    mix += ": probably a different workload (another model, or training against inference)"
+                out.append(CompareWarning("kernel-mix", mix))
     for i, p in enumerate(profiles[1:], 1):
         why = step_work(profiles, i)
         shapes = shape_change(rows, i)
@@ -348,7 +355,7 @@ def shape_text(a: str | None, b: str | None) -> str:
 # Warnings that make the verdict's difference something else than the configuration's.
 CAUTIONS = {
     "gpu-model": "the GPUs differ",
-    "kernel-mix": "the kernels differ (another workload?)",
+    "kernel-mix": "the kernels differ",
     "no-steady-state": "a profile has no steady state",
     "capture-settings": "a capture ran with a setting that distorts it",
 }
