@@ -369,7 +369,7 @@ and `phases` tables ([schema.md](schema.md)) give the exact definitions.
 | `startup` | before the first step: module loads, weight copies, allocator growth, graph capture |
 | `warmup` | slow leading steps with the GPU mostly idle, and a one-off compile with the work before it |
 | `prefill` | the first step of a stretch whose work differs from the rest, or steps of long GEMMs (GPU busy) |
-| `decode` | steps of short GEMMs (weight streaming), after a prefill |
+| `decode` | short GEMMs (weight streaming), alike steps before or after a prefill, graph replays hiding their GEMMs |
 | `mixed` | later steps that differ from the rest: continuous batching adding prompts to running decodes |
 | `steady` | steady work whose kind is not known |
 | `idle` | a long stretch with no GPU work between steady stretches |
