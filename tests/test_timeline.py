@@ -157,6 +157,14 @@ def test_continuous_batching_steps_follow_the_sampling_kernel_whatever_its_launc
     assert src is not None and src.marker == "reduce_kernel (any launch dimensions)"
 
 
+def test_continuous_batching_is_one_prefill_then_mixed_steps_framework_detected_or_not():
+    """hf_cb_eager (transformers' generate_batch, not a serving engine the tool knows): prompts
+    join running decodes all through the run, so after the first step's prefill every step is
+    mixed; a later run of prompt-heavy steps is mixed too, not another prefill."""
+    d = diagnosis("hf_cb_eager")
+    assert [p.name for p in d.summary.phases if p.steps] == ["prefill", "mixed"]
+
+
 def test_graph_replays_that_run_most_of_the_work_are_the_steps_however_irregular(tmp_path):
     """hf_cb_graphs_varied: 37 replays with 8 to 568 eager kernels between them (SQL over the
     export); the steps are the replays, not the per-request kernel of the eager work."""

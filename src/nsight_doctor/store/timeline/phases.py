@@ -362,17 +362,20 @@ def _kinds(
         .median()
         .over("device_id", "segment"),
     ).join(gemm, on="device_id", how="left")
+    # Recurring different steps with light ones among them: continuous batching, detected or
+    # not (decodes running beside prefills). There the light steps are mixed, and so is a later
+    # run of different steps: its prompts join the running decodes.
+    batched = (
+        pl.col("first_mixed").is_not_null()
+        & (pl.col("first_light") < pl.col("last_mixed"))
+        & (pl.col("different_steps") >= 0.1 * pl.col("light_steps"))
+    )
     inferred = (
-        pl.when(pl.col("starts_run"))
+        pl.when(pl.col("starts_run") & ~(batched & (pl.col("step") != pl.col("first_step"))))
         .then(pl.lit("prefill"))
         .when(pl.col("different"))
         .then(pl.lit("mixed"))
-        # Light steps among recurring different steps: decodes running beside prefills.
-        .when(
-            pl.col("first_mixed").is_not_null()
-            & (pl.col("first_light") < pl.col("last_mixed"))
-            & (pl.col("different_steps") >= 0.1 * pl.col("light_steps"))
-        )
+        .when(batched)
         .then(pl.lit("mixed"))
         # A light step in a stretch that holds prefills is a decode, before the first prefill
         # too: a capture that starts mid-decode (the prefills' large GEMMs would otherwise
