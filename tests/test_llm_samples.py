@@ -300,8 +300,11 @@ def test_whole_cache_copies_of_a_long_cache_are_found_beside_the_attention(tmp_p
     assert f.evidence["attn_step_ns"] == pytest.approx(statistics.median(per_attn), rel=0.02)
     assert f.evidence["attention_ratio"] >= 1.5
     assert per_step[-1][1] < 1.05 * per_step[1][1]  # no growth to see within a call
-    # The GPU sets the pace: gpu-bound first, the copies beside it.
-    assert d.findings[0].rule_id == "gpu-bound"
+    # Two bounds of one size lead, the copies after them: the GPU busy 86% (gpu-bound), and the
+    # decode steps' launch waits (launch-bound), each about 12% of the steady state.
+    top = {f.rule_id: f.impact_ns for f in d.findings[:2]}
+    assert set(top) == {"gpu-bound", "launch-bound"}
+    assert min(top.values()) >= 0.98 * max(top.values()) and d.findings[2] is f
 
 
 def test_compiled_generate_waits_for_the_eager_decoding_loop_around_its_graph_replays(tmp_path):

@@ -446,6 +446,23 @@ def test_a_decode_loop_of_graph_replays_is_decode_whatever_marks_its_steps():
         assert steady is not None and steady.kind == "decode"
 
 
+def test_each_request_of_an_encoder_decoder_begins_with_its_prefill_the_first_too(tmp_path):
+    """t5_generate: two generate() calls, each an encoder run then 32 decoder passes. The first
+    call's encoder comes before the first anchored step, the second's inside a step: the first
+    step takes the first call's (it begins at the capture's first kernel, by plain SQL), and
+    both calls are prefill then decode."""
+    d = diagnosis("t5_generate")
+    assert [(p.name, p.steps) for p in d.summary.phases if p.steps] == [
+        ("prefill", 1),
+        ("decode", 31),
+        ("prefill", 1),
+        ("decode", 31),
+    ]
+    con = oracle.open_export(unxz(export_of("t5_generate"), tmp_path))
+    (first_kernel,) = con.execute("SELECT min(start) FROM x.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    assert d.summary.steps[0].start == first_kernel
+
+
 def pass_starts(path, n: int) -> list[int]:
     """The start of each forward pass, by plain SQL over the export: a kernel (name and grid,
     else name alone: a batch's grid changes) that runs exactly n times, the workload's count of

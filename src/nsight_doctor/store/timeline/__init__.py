@@ -317,7 +317,7 @@ def choose_steps(
 
     names = labels(out, lv.select("device_id", "anchor", "a_name").unique(["device_id", "anchor"]))
     pick = pick.join(names, on=["device_id", "anchor"], how="left")
-    anchor = steps_mod.boundaries(seq, occ, pick, trips)
+    anchor = steps_mod.lead_in(steps_mod.boundaries(seq, occ, pick, trips), seq)
     chosen = pick.select(
         "device_id",
         "marker",

@@ -28,6 +28,8 @@ one chosen on the GPU with the strongest evidence, when it recurs on all of them
 A step begins at the same place in each period between two occurrences of the anchor: where
 the GPU waited longest for the host in total, after the host read a result where it does so
 in every period (boundaries). The host's work between steps is charged to the step it ends.
+The first step also takes the work just before it that is a request's own (lead_in): an
+encoder, a prompt's preparation, whose kernels recur in later requests' first steps.
 """
 
 from __future__ import annotations
@@ -448,3 +450,62 @@ def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips
     stops = ends.filter(pl.col("k") >= 1).select("device_id", "k", end="t")
     steps = starts.join(stops, on=["device_id", "k"])
     return steps.sort(["device_id", "k"]).select("device_id", step="k", start="start", end="end")
+
+
+def lead_in(steps: pl.DataFrame, seq: pl.DataFrame) -> pl.DataFrame:
+    """The anchor steps with each GPU's first step begun earlier, over the work just before it
+    that is a request's own: the operations back from the first step up to a wait longer than
+    a median step, when at least half of their time is in signatures (sig) that recur in some
+    of the steps but fewer than half of them (an encoder or a prompt, which later requests run
+    inside their first step). Work that recurs in every step (a capture begun mid-decode) or
+    in none (start-up: weights, autotuning) stays before the first step."""
+    if steps.height == 0:
+        return steps
+    per = steps.group_by("device_id").agg(
+        s1=pl.col("start").min(), med=(pl.col("end") - pl.col("start")).median(), n=pl.len(), last=pl.col("end").max()
+    )
+    ops = seq.select("device_id", "start", "end", "sig").join(per, on="device_id")
+    # In how many steps each signature runs.
+    inside = (
+        ops.filter((pl.col("start") >= pl.col("s1")) & (pl.col("start") < pl.col("last")))
+        .sort("start")
+        .join_asof(
+            steps.select("device_id", "step", s_start="start").sort("s_start"),
+            left_on="start",
+            right_on="s_start",
+            by="device_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .group_by("device_id", "sig")
+        .agg(in_steps=pl.col("step").n_unique())
+    )
+    # The run of operations that ends at the first step, no wait in it longer than a median step.
+    pre = ops.filter(pl.col("start") < pl.col("s1")).sort("device_id", "start")
+    pre = pre.with_columns(
+        wait_after=pl.coalesce(pl.col("start").shift(-1).over("device_id"), pl.col("s1"))
+        - pl.col("end").cum_max().over("device_id")
+    )
+    cut = pre.group_by("device_id").agg(
+        after=pl.col("start").filter(pl.col("wait_after") > pl.col("med")).max(),
+        ends_near=pl.col("wait_after").last() <= pl.col("med").first(),
+    )
+    run = pre.join(cut, on="device_id").filter(
+        pl.col("ends_near") & (pl.col("after").is_null() | (pl.col("start") > pl.col("after")))
+    )
+    run = run.join(inside, on=["device_id", "sig"], how="left").with_columns(
+        ns=pl.col("end") - pl.col("start"), in_steps=pl.col("in_steps").fill_null(0)
+    )
+    own = (pl.col("in_steps") >= 1) & (pl.col("in_steps") < pl.col("n") / 2)
+    begin = (
+        run.group_by("device_id")
+        .agg(begin=pl.col("start").min(), own_ns=pl.col("ns").filter(own).sum(), ns=pl.col("ns").sum())
+        .filter((pl.col("ns") > 0) & (2 * pl.col("own_ns") >= pl.col("ns")))
+        .select("device_id", "begin")
+    )
+    if begin.height == 0:
+        return steps
+    first = pl.col("step") == pl.col("step").min().over("device_id")
+    out = steps.join(begin, on="device_id", how="left")
+    out = out.with_columns(start=pl.when(first & pl.col("begin").is_not_null()).then("begin").otherwise("start"))
+    return out.select(steps.columns)
