@@ -462,26 +462,19 @@ def lead_in(steps: pl.DataFrame, seq: pl.DataFrame) -> pl.DataFrame:
     if steps.height == 0:
         return steps
     per = steps.group_by("device_id").agg(
-        s1=pl.col("start").min(), med=(pl.col("end") - pl.col("start")).median(), n=pl.len(), last=pl.col("end").max()
+        s1=pl.col("start").min(), med=(pl.col("end") - pl.col("start")).median(), n=pl.len()
     )
-    ops = seq.select("device_id", "start", "end", "sig").join(per, on="device_id")
-    # In how many steps each signature runs.
-    inside = (
-        ops.filter((pl.col("start") >= pl.col("s1")) & (pl.col("start") < pl.col("last")))
-        .sort("start")
-        .join_asof(
-            steps.select("device_id", "step", s_start="start").sort("s_start"),
-            left_on="start",
-            right_on="s_start",
-            by="device_id",
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .group_by("device_id", "sig")
-        .agg(in_steps=pl.col("step").n_unique())
-    )
+    s1 = pl.col("device_id").replace_strict(per["device_id"], per["s1"], default=None)
     # The run of operations that ends at the first step, no wait in it longer than a median step.
-    pre = ops.filter(pl.col("start") < pl.col("s1")).sort("device_id", "start")
+    # (lazy: the operations before the first steps are few, and only their columns are copied)
+    pre = (
+        seq.lazy()
+        .select("device_id", "start", "end", "sig")
+        .filter(pl.col("start") < s1)
+        .collect()
+        .join(per, on="device_id")
+        .sort("device_id", "start")
+    )
     pre = pre.with_columns(
         wait_after=pl.coalesce(pl.col("start").shift(-1).over("device_id"), pl.col("s1"))
         - pl.col("end").cum_max().over("device_id")
@@ -492,6 +485,25 @@ def lead_in(steps: pl.DataFrame, seq: pl.DataFrame) -> pl.DataFrame:
     )
     run = pre.join(cut, on="device_id").filter(
         pl.col("ends_near") & (pl.col("after").is_null() | (pl.col("start") > pl.col("after")))
+    )
+    # In how many steps each of the run's signatures runs.
+    inside = (
+        seq.lazy()
+        .select("device_id", "start", "sig")
+        .filter((pl.col("start") >= s1) & pl.col("sig").is_in(run["sig"].unique().implode()))
+        .collect()
+        .sort("start")
+        .join_asof(
+            steps.select("device_id", "step", s_start="start", s_end="end").sort("s_start"),
+            left_on="start",
+            right_on="s_start",
+            by="device_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("start") < pl.col("s_end"))
+        .group_by("device_id", "sig")
+        .agg(in_steps=pl.col("step").n_unique())
     )
     run = run.join(inside, on=["device_id", "sig"], how="left").with_columns(
         ns=pl.col("end") - pl.col("start"), in_steps=pl.col("in_steps").fill_null(0)
