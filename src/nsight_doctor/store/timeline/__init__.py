@@ -127,13 +127,15 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     token = set(chosen.filter(pl.col("marks").fill_null("").str.contains("embedding|sampling"))["device_id"].to_list())
     # GPUs whose every step replays a CUDA graph: the graph launches are the steps, or recur
     # once per step of the steps chosen (an NVTX range around each replay; one more or less
-    # where the capture cut a range at its start or end).
+    # where the capture cut a range at its start or end), or the chosen level holds a replay
+    # beside its own kernel (sampling after a compiled forward).
     per_step = st.group_by("device_id").agg(steps=pl.len().cast(pl.Int64))
     replays = sources.filter(pl.col("source") == "graph").join(per_step, on="device_id")
     replays = replays.filter(
         (pl.col("occurrences") - pl.col("steps")).abs() <= pl.max_horizontal(1, 0.02 * pl.col("steps"))
     )
-    graphs = set(replays["device_id"].to_list())
+    with_replay = chosen.filter(pl.col("marks").fill_null("").str.contains(r"\bgraph\b"))
+    graphs = set(replays["device_id"].to_list()) | set(with_replay["device_id"].to_list())
     llm = phases_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs)
     ph = phases_mod.build(
         busy,

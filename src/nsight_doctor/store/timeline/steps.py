@@ -29,7 +29,8 @@ A step begins at the same place in each period between two occurrences of the an
 the GPU waited longest for the host in total, after the host read a result where it does so
 in every period (boundaries). The host's work between steps is charged to the step it ends.
 The first step also takes the work just before it that is a request's own (lead_in): an
-encoder, a prompt's preparation, whose kernels recur in later requests' first steps.
+encoder, or the start of a prompt longer than a decode step, whose kernels run in few steps
+(the first one's own, later requests' first steps).
 """
 
 from __future__ import annotations
@@ -455,10 +456,11 @@ def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips
 def lead_in(steps: pl.DataFrame, seq: pl.DataFrame) -> pl.DataFrame:
     """The anchor steps with each GPU's first step begun earlier, over the work just before it
     that is a request's own: the operations back from the first step up to a wait longer than
-    a median step, when at least half of their time is in signatures (sig) that recur in some
-    of the steps but fewer than half of them (an encoder or a prompt, which later requests run
-    inside their first step). Work that recurs in every step (a capture begun mid-decode) or
-    in none (start-up: weights, autotuning) stays before the first step."""
+    a median step, when at least half of their time is in signatures (sig) that run in some of
+    the steps but fewer than half of them (an encoder or a prompt, which the first step runs
+    the rest of, or later requests run inside their first step). Work that recurs in every
+    step (a capture begun mid-decode) or in none (start-up: weights, autotuning) stays before
+    the first step."""
     if steps.height == 0:
         return steps
     per = steps.group_by("device_id").agg(
