@@ -469,8 +469,8 @@ def pass_starts(path, n: int) -> list[int]:
     else name alone: a batch's grid changes) that runs exactly n times, the workload's count of
     passes (the LM head, the sampling kernel; the first by name id, a fixed choice that is the
     pass's own kernel on these samples: a layer's GEMM run only in the prompts can run n times
-    too, as on hf_bigbatch), else the n graph
-    launches (on the GPU where the capture traced whole graphs, else the launch calls)."""
+    too, as on hf_bigbatch), else the n graph launches (on the GPU where the capture traced
+    whole graphs, else the launch calls)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         starts: list[int] = []

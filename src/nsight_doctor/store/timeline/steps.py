@@ -481,13 +481,9 @@ def lead_in(steps: pl.DataFrame, seq: pl.DataFrame) -> pl.DataFrame:
         wait_after=pl.coalesce(pl.col("start").shift(-1).over("device_id"), pl.col("s1"))
         - pl.col("end").cum_max().over("device_id")
     )
-    cut = pre.group_by("device_id").agg(
-        after=pl.col("start").filter(pl.col("wait_after") > pl.col("med")).max(),
-        ends_near=pl.col("wait_after").last() <= pl.col("med").first(),
-    )
-    run = pre.join(cut, on="device_id").filter(
-        pl.col("ends_near") & (pl.col("after").is_null() | (pl.col("start") > pl.col("after")))
-    )
+    # (after the last wait too long: none when the wait before the first step is one itself)
+    cut = pre.group_by("device_id").agg(after=pl.col("start").filter(pl.col("wait_after") > pl.col("med")).max())
+    run = pre.join(cut, on="device_id").filter(pl.col("after").is_null() | (pl.col("start") > pl.col("after")))
     # In how many steps each of the run's signatures runs.
     inside = (
         seq.lazy()

@@ -16,14 +16,15 @@
 -- share_pct: window_ns as % of the GPUs' activity windows.
 -- gpus: GPUs with a steady state.
 CREATE VIEW summary_steady_state AS
-SELECT start_ns, end_ns, window_ns, busy_pct, kind, pick.device_id AS step_device_id, steps,
+SELECT start_ns, end_ns, window_ns, busy_pct, kind, pick.device_id AS step_device_id, pick.steps AS steps,
        pick.step_ns_median AS step_ns_median, pick.step_ns_p90 AS step_ns_p90, share_pct, gpus
 FROM (
     SELECT min(s.start) AS start_ns, max(s."end") AS end_ns, sum(s.window_ns) AS window_ns,
            100.0 * sum(s.busy_ns) / nullif(sum(s.window_ns), 0) AS busy_pct,
-           mode(s.kind ORDER BY s.kind) AS kind, max(s.steps) AS steps,
+           mode(s.kind ORDER BY s.kind) AS kind,
            -- (the step GPU's row, chosen once by the order above)
-           arg_max({'device_id': s.device_id, 'step_ns_median': s.step_ns_median, 'step_ns_p90': s.step_ns_p90},
+           arg_max({'device_id': s.device_id, 'steps': s.steps, 'step_ns_median': s.step_ns_median,
+                    'step_ns_p90': s.step_ns_p90},
                    (coalesce(s.steps, 0), -g.comm_wait_ns, -s.device_id)) AS pick,
            100.0 * sum(s.window_ns) / nullif((SELECT sum(window_ns) FROM gpu_activity), 0) AS share_pct,
            count(*) AS gpus
