@@ -433,6 +433,16 @@ def test_a_shape_sweep_is_steady_state_cost_not_llm_phases():
     assert names.count("steady") == 1 and "startup" in names
     assert d.findings[0].rule_id == "steady-compile"
     assert d.findings[0].evidence["gaps"] == facts("triton_sweep")["shapes"] - 1
+    # It ran under HF_HUB_OFFLINE (the capture script's, as a machine-wide setting would be),
+    # but no kernel is a language model's: not transformers, and no KV-cache advice.
+    con = sqlite3.connect(f"file:{export_of('triton_sweep')}?mode=ro", uri=True)
+    env = con.execute(
+        "SELECT count(*) FROM META_DATA_CAPTURE"
+        " WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' AND value LIKE 'HF\\_%' ESCAPE '\\'"
+    ).fetchone()[0]
+    assert env > 0
+    assert d.summary.framework.name == "pytorch"
+    assert "cache" not in d.findings[0].recommendation.lower()
 
 
 def test_a_decode_loop_of_graph_replays_is_decode_whatever_marks_its_steps():

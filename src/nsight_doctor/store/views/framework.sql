@@ -2,7 +2,11 @@
 -- capture recorded, strongest signal first: the command line (nsys 2024.x and newer record it)
 -- and the NVTX step ranges of an engine (3); kernel namespaces such as vllm:: or sgl_kernel
 -- (2), and nvFuser's generated kernels (CudaCodeGen::, 1); environment variable names such as
--- VLLM_* or HF_* (1); PyTorch's own kernels (0). One row; name is unknown when nothing points
+-- VLLM_* or HF_* (1), unless the kernels say otherwise; PyTorch's own kernels (0). Such
+-- variables are often set machine-wide: they count only beside a language model's kernels
+-- (attention, embedding lookups, rotary embeddings, KV-cache writes) or CUDA graph replays
+-- (whose kernels the capture hides), so that a kernel sweep or a CNN run under them is not
+-- taken for an LLM server. One row; name is unknown when nothing points
 -- anywhere. A table, made once when the store is built (advice and the summary read it).
 --
 -- name: vllm, sglang, tensorrt-llm, transformers, nvfuser, pytorch or unknown.
@@ -21,6 +25,9 @@ WITH cmd AS (
     SELECT DISTINCT s.value AS name, d.value AS demangled
     FROM kernel_classes_t k
     LEFT JOIN base_strings s ON s.id = k.short_name_id LEFT JOIN base_strings d ON d.id = k.demangled_name_id
+), lm AS (
+    SELECT 1 FROM kernel_classes_t WHERE category IN ('attention', 'attention-unfused', 'embedding', 'rotary', 'kv-cache')
+    UNION ALL (SELECT 1 FROM base_graph_launches LIMIT 1)
 ), signals(name, strength, evidence) AS (
     SELECT 'vllm', 3, 'command line: vllm' FROM cmd WHERE regexp_matches(lower(command), '(^|[ /])vllm([ ./]|$)|vllm\.entrypoints|-m vllm')
     UNION ALL SELECT 'sglang', 3, 'command line: sglang' FROM cmd WHERE regexp_matches(lower(command), 'sglang')
@@ -33,12 +40,12 @@ WITH cmd AS (
     UNION ALL SELECT 'sglang', 2, 'kernels: sgl_kernel' FROM kn WHERE contains(demangled, 'sgl_kernel') OR contains(demangled, 'sglang') HAVING count(*) > 0
     UNION ALL SELECT 'tensorrt-llm', 2, 'kernels: TensorRT-LLM' FROM kn
         WHERE contains(demangled, 'tensorrt_llm::') OR regexp_matches(name, '^(mmha|fmha_v2|xqa)|masked_multihead_attention') HAVING count(*) > 0
-    UNION ALL SELECT 'vllm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'VLLM_') HAVING count(*) > 0
-    UNION ALL SELECT 'sglang', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'SGLANG_') HAVING count(*) > 0
+    UNION ALL SELECT 'vllm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'VLLM_') AND EXISTS (FROM lm) HAVING count(*) > 0
+    UNION ALL SELECT 'sglang', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'SGLANG_') AND EXISTS (FROM lm) HAVING count(*) > 0
     UNION ALL SELECT 'tensorrt-llm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
-        WHERE starts_with(var, 'TLLM_') OR starts_with(var, 'TRTLLM_') HAVING count(*) > 0
+        WHERE (starts_with(var, 'TLLM_') OR starts_with(var, 'TRTLLM_')) AND EXISTS (FROM lm) HAVING count(*) > 0
     UNION ALL SELECT 'transformers', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
-        WHERE starts_with(var, 'HF_') OR starts_with(var, 'TRANSFORMERS_') HAVING count(*) > 0
+        WHERE (starts_with(var, 'HF_') OR starts_with(var, 'TRANSFORMERS_')) AND EXISTS (FROM lm) HAVING count(*) > 0
     UNION ALL SELECT 'nvfuser', 1, 'kernels: nvFuser (CudaCodeGen::)' FROM kn
         WHERE contains(demangled, 'CudaCodeGen::') OR starts_with(name, 'nvfuser_') HAVING count(*) > 0
     UNION ALL SELECT 'pytorch', 0, 'kernels: PyTorch (at::native)' FROM kn
