@@ -412,9 +412,10 @@ def llm_page() -> str:
         "## Advice in each framework's terms",
         "",
         "The framework is detected from the command line, environment, NVTX ranges and kernel",
-        "names (the `framework` view). Rules take their advice from this table: the detected",
-        "framework's text when the capture looks like a model loop (its steady state has steps),",
-        "else the generic one.",
+        "names (the `framework` view); environment variables alone (`HF_HOME`, `VLLM_*`: often",
+        "set machine-wide) count only beside a language model's kernels or CUDA graph replays.",
+        "Rules take their advice from this table: the detected framework's text when the capture",
+        "looks like a model loop (its steady state has steps), else the generic one.",
         "",
     ]
     by_topic: dict[str, list[tuple[str, str]]] = {}
