@@ -424,6 +424,24 @@ def test_compiles_inside_every_step_are_named():
     assert parts is not None and parts.setup_ns > 0.5 * parts.step_ns_mean
 
 
+def test_python_samples_in_a_frameworks_package_name_it(tmp_path):
+    """hf_requests was captured with Python samples: frames in transformers' installed package
+    name the framework, evidence stronger than an environment variable (its command line runs
+    the repository's own script). stream_python's samples hold only torch and the script."""
+    src = unxz(SAMPLES / "hf_requests" / "hf_requests.sqlite.xz", tmp_path)
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    paths = con.execute("SELECT count(*) FROM StringIds WHERE value LIKE '%site-packages/transformers/%.py'").fetchone()
+    command = con.execute(
+        "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:COMMAND' OR name LIKE 'PROCESS_0:ARGUMENT_%'"
+    ).fetchall()
+    con.close()
+    assert paths[0] > 0 and command and not any("transformers" in c for (c,) in command)
+    fw = diagnosis("hf_requests").summary.framework
+    assert fw.name == "transformers"
+    assert (fw.evidence or "").startswith("Python samples: transformers")
+    assert "Python samples" not in (diagnosis("stream_python").summary.framework.evidence or "")
+
+
 def test_a_shape_sweep_is_steady_state_cost_not_llm_phases():
     """triton_sweep: a Triton kernel timed over 7 shapes, compiled anew for each: after the first
     shape's compile (start-up) one steady phase holds the others; no LLM phase names."""
