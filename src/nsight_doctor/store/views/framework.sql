@@ -1,15 +1,16 @@
 -- framework: the serving framework or library that produced the profile, from what the
 -- capture recorded, strongest signal first: the command line (nsys 2024.x and newer record it)
--- and the NVTX step ranges of an engine (3); Python samples in an engine's installed package
--- (site-packages/vllm/..., 3, or transformers/..., 2: the engines import transformers too);
--- kernel namespaces such as vllm:: or sgl_kernel (2), and nvFuser's generated kernels
--- (CudaCodeGen::, 1); environment variable names such as VLLM_* or HF_* (1), unless the
--- kernels say otherwise; PyTorch's own kernels (0). Such variables are often set machine-wide:
--- they count only beside a language model's kernels (attention, embedding lookups, rotary
--- embeddings, KV-cache writes) or CUDA graph replays (whose kernels the capture hides), so that
--- a kernel sweep or a CNN run under them is not taken for an LLM server. One row; name is
--- unknown when nothing points anywhere. A table, made once when the store is built (advice and
--- the summary read it).
+-- and the NVTX step ranges of an engine (3); Python samples in an engine's code (vllm/,
+-- sglang/, tensorrt_llm/ installed or an engine's own subpackages such as sglang/srt/, 3) or
+-- in transformers' generation loop (transformers/generation/, 2: the engines import
+-- transformers, but do not run its generate()); kernel namespaces such as vllm:: or sgl_kernel
+-- (2), and nvFuser's generated kernels (CudaCodeGen::, 1); environment variable names such as
+-- VLLM_* or HF_* (1), unless the kernels say otherwise; PyTorch's own kernels (0). Such
+-- variables are often set machine-wide: they count only beside a language model's kernels
+-- (attention, an embedding lookup or rotary embeddings, by name) or CUDA graph replays (whose
+-- kernels the capture hides), so that a kernel sweep or a CNN run under them (convolutions,
+-- torch.cat) is not taken for an LLM server. One row; name is unknown when nothing points
+-- anywhere. A table, made once when the store is built (advice and the summary read it).
 --
 -- name: vllm, sglang, tensorrt-llm, transformers, nvfuser, pytorch or unknown.
 -- version: the framework's version where the capture records it, else NULL.
@@ -28,19 +29,25 @@ WITH cmd AS (
     FROM kernel_classes_t k
     LEFT JOIN base_strings s ON s.id = k.short_name_id LEFT JOIN base_strings d ON d.id = k.demangled_name_id
 ), lm AS (
-    SELECT 1 FROM kernel_classes_t WHERE category IN ('attention', 'attention-unfused', 'embedding', 'rotary', 'kv-cache')
+    SELECT 1 FROM kernel_classes_t WHERE category IN ('attention', 'attention-unfused', 'embedding', 'rotary')
     UNION ALL (SELECT 1 FROM base_graph_launches LIMIT 1)
+), files AS (
+    -- (the sampled Python files: few distinct ones among millions of frames)
+    SELECT s.value AS path FROM (SELECT DISTINCT file_id FROM base_python_frames) f JOIN base_strings s ON s.id = f.file_id
 ), py AS (
-    -- (the package of each sampled Python file: few distinct files among millions of frames)
-    SELECT DISTINCT regexp_extract(s.value, '[/\\](?:site|dist)-packages[/\\](vllm|sglang|tensorrt_llm|transformers)[/\\]', 1) AS pkg
-    FROM (SELECT DISTINCT file_id FROM base_python_frames) f JOIN base_strings s ON s.id = f.file_id
+    SELECT DISTINCT coalesce(
+        nullif(regexp_extract(path, '[/\\](?:site|dist)-packages[/\\](vllm|sglang|tensorrt_llm)[/\\]', 1), ''),
+        nullif(regexp_extract(path, '[/\\](vllm|sglang|tensorrt_llm)[/\\](?:v1|engine|entrypoints|model_executor|worker|srt|_torch|executor)[/\\]', 1), ''),
+        CASE WHEN regexp_matches(path, '[/\\]transformers[/\\]generation[/\\]') THEN 'transformers' END) AS pkg
+    FROM files
 ), signals(name, strength, evidence) AS (
     SELECT 'vllm', 3, 'command line: vllm' FROM cmd WHERE regexp_matches(lower(command), '(^|[ /])vllm([ ./]|$)|vllm\.entrypoints|-m vllm')
     UNION ALL SELECT 'sglang', 3, 'command line: sglang' FROM cmd WHERE regexp_matches(lower(command), 'sglang')
     UNION ALL SELECT 'tensorrt-llm', 3, 'command line: trtllm' FROM cmd WHERE regexp_matches(lower(command), 'trtllm|tensorrt_llm|tensorrt-llm')
     UNION ALL SELECT 'transformers', 3, 'command line: transformers' FROM cmd WHERE regexp_matches(lower(command), 'transformers')
-    UNION ALL SELECT replace(pkg, '_', '-'), CASE pkg WHEN 'transformers' THEN 2 ELSE 3 END, 'Python samples: ' || pkg || ' code'
-        FROM py WHERE pkg <> ''
+    UNION ALL SELECT replace(pkg, '_', '-'), CASE pkg WHEN 'transformers' THEN 2 ELSE 3 END,
+        'Python samples: ' || CASE pkg WHEN 'transformers' THEN 'transformers generate()' ELSE pkg || ' code' END
+        FROM py WHERE pkg IS NOT NULL
     UNION ALL SELECT 'vllm', 3, 'NVTX ranges: execute_context_...' FROM nv WHERE starts_with(text, 'execute_context_') OR starts_with(text, 'gpu_model_runner: ') HAVING count(*) > 0
     UNION ALL SELECT 'sglang', 3, 'NVTX ranges: scheduler.*' FROM nv WHERE starts_with(text, 'scheduler.run_batch') HAVING count(*) > 0
     UNION ALL SELECT 'tensorrt-llm', 3, 'NVTX ranges: [Executor] _forward_step' FROM nv WHERE starts_with(text, '[Executor] _forward_step') HAVING count(*) > 0
