@@ -4,6 +4,8 @@ captures are checked in test_timeline.py (triton_sweep, hf_requests)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from nsight_doctor.rule_tests import build_case_store
@@ -16,7 +18,7 @@ CAT = "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsign
 CONV = "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_cudnn"
 
 
-def framework(kernels: list[str], env: list[str] = (), files: list[str] = ()) -> tuple[str, str | None]:
+def framework(kernels: list[str], env: Sequence[str] = (), files: Sequence[str] = ()) -> tuple[str, str | None]:
     tables = {
         "kernels": [{"start": 1000 * i, "end": 1000 * i + 500, "name": k} for i, k in enumerate(kernels)],
         "capture_meta": [{"name": "PROCESS_0:ENVIRONMENT_VARIABLE", "value": v} for v in env],
@@ -24,7 +26,8 @@ def framework(kernels: list[str], env: list[str] = (), files: list[str] = ()) ->
     }
     con = build_case_store({k: v for k, v in tables.items() if v})
     try:
-        return con.execute("SELECT name, evidence FROM framework").fetchone()
+        name, evidence = con.execute("SELECT name, evidence FROM framework").fetchone() or ("", None)
+        return name, evidence
     finally:
         con.close()
 
