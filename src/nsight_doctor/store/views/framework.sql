@@ -19,8 +19,12 @@
 CREATE TABLE framework AS
 WITH cmd AS (
     SELECT command FROM recorded_processes ORDER BY process LIMIT 1
+), lm AS (
+    SELECT 1 FROM kernel_classes_t WHERE category IN ('attention', 'attention-unfused', 'embedding', 'rotary')
+    UNION ALL (SELECT 1 FROM base_graph_launches LIMIT 1)
 ), env AS (
-    SELECT name AS var FROM recorded_env
+    -- (only beside a language model's kernels)
+    SELECT name AS var FROM recorded_env WHERE EXISTS (FROM lm)
 ), nv AS (
     SELECT DISTINCT coalesce(n.text, s.value) AS text
     FROM base_nvtx n LEFT JOIN base_strings s ON s.id = n.text_id
@@ -28,9 +32,6 @@ WITH cmd AS (
     SELECT DISTINCT s.value AS name, d.value AS demangled
     FROM kernel_classes_t k
     LEFT JOIN base_strings s ON s.id = k.short_name_id LEFT JOIN base_strings d ON d.id = k.demangled_name_id
-), lm AS (
-    SELECT 1 FROM kernel_classes_t WHERE category IN ('attention', 'attention-unfused', 'embedding', 'rotary')
-    UNION ALL (SELECT 1 FROM base_graph_launches LIMIT 1)
 ), files AS (
     -- (the sampled Python files: few distinct ones among millions of frames)
     SELECT s.value AS path FROM (SELECT DISTINCT file_id FROM base_python_frames) f JOIN base_strings s ON s.id = f.file_id
@@ -55,12 +56,12 @@ WITH cmd AS (
     UNION ALL SELECT 'sglang', 2, 'kernels: sgl_kernel' FROM kn WHERE contains(demangled, 'sgl_kernel') OR contains(demangled, 'sglang') HAVING count(*) > 0
     UNION ALL SELECT 'tensorrt-llm', 2, 'kernels: TensorRT-LLM' FROM kn
         WHERE contains(demangled, 'tensorrt_llm::') OR regexp_matches(name, '^(mmha|fmha_v2|xqa)|masked_multihead_attention') HAVING count(*) > 0
-    UNION ALL SELECT 'vllm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'VLLM_') AND EXISTS (FROM lm) HAVING count(*) > 0
-    UNION ALL SELECT 'sglang', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'SGLANG_') AND EXISTS (FROM lm) HAVING count(*) > 0
+    UNION ALL SELECT 'vllm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'VLLM_') HAVING count(*) > 0
+    UNION ALL SELECT 'sglang', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env WHERE starts_with(var, 'SGLANG_') HAVING count(*) > 0
     UNION ALL SELECT 'tensorrt-llm', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
-        WHERE (starts_with(var, 'TLLM_') OR starts_with(var, 'TRTLLM_')) AND EXISTS (FROM lm) HAVING count(*) > 0
+        WHERE starts_with(var, 'TLLM_') OR starts_with(var, 'TRTLLM_') HAVING count(*) > 0
     UNION ALL SELECT 'transformers', 1, 'environment: ' || string_agg(var, ', ' ORDER BY var) FROM env
-        WHERE (starts_with(var, 'HF_') OR starts_with(var, 'TRANSFORMERS_')) AND EXISTS (FROM lm) HAVING count(*) > 0
+        WHERE starts_with(var, 'HF_') OR starts_with(var, 'TRANSFORMERS_') HAVING count(*) > 0
     UNION ALL SELECT 'nvfuser', 1, 'kernels: nvFuser (CudaCodeGen::)' FROM kn
         WHERE contains(demangled, 'CudaCodeGen::') OR starts_with(name, 'nvfuser_') HAVING count(*) > 0
     UNION ALL SELECT 'pytorch', 0, 'kernels: PyTorch (at::native)' FROM kn
