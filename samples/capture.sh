@@ -18,7 +18,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # prefill attention on both SDPA backends (one GPU); probes: the timeline
                 # model's probes (workloads/probe.py, hf_serving.py cb at other sizes; one GPU);
                 # probes2: three more probes of workloads/probe.py (one GPU); probes2_compiled: the
-                # first of them alone
+                # first of them alone; probes3: three blind probes (beam search, n-gram
+                # blocking with CPU and Python samples, Inductor without CUDA graphs; one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -241,14 +242,16 @@ timeline_series() {
 # Workloads unlike the other samples' (workloads/probe.py, and hf_serving.py's continuous batching at
 # other sizes), each capture's log holding the workload's FACTS line: the probes of the timeline
 # model in samples/hf_qwen_sample, hf_cb_eager, hf_cb_graphs_varied and cnn_train_nvtx.
-probe_capture() {  # name range|whole workload args...
+probe_capture() {  # name range|whole|sampled workload args... (sampled: a range, with CPU and Python samples)
   local name=$1 range=$2; shift 2
-  local R=(); [ "$range" = range ] && R=("${NSYS_RANGE[@]}")
+  local R=() S=(--sample=none --cpuctxsw=none) X=()
+  [ "$range" != whole ] && R=("${NSYS_RANGE[@]}")
+  [ "$range" = sampled ] && S=("${SAMPLED[@]}") && X=(--include-json=true)
   echo "== nsys $name"
-  timeout $NSYS_TIMEOUT $NSYS profile -o "$C/$name" -f true -t cuda,nvtx,osrt,cublas,cudnn --sample=none \
-    --cpuctxsw=none "${R[@]}" python3 "$@" > "$C/$name.log" 2>&1
+  timeout $NSYS_TIMEOUT $NSYS profile -o "$C/$name" -f true -t cuda,nvtx,osrt,cublas,cudnn "${S[@]}" \
+    "${R[@]}" python3 "$@" > "$C/$name.log" 2>&1
   grep -a "FACTS" "$C/$name.log" | head -1
-  timeout 90 $NSYS export --type sqlite -f true -o "$C/$name.sqlite" "$C/$name.nsys-rep" > /dev/null
+  timeout 90 $NSYS export --type sqlite -f true "${X[@]}" -o "$C/$name.sqlite" "$C/$name.nsys-rep" > /dev/null
   xz -T0 -6 -c "$C/$name.sqlite" > "$OUT/$name.sqlite.xz"; cp "$C/$name.log" "$OUT/"
 }
 
@@ -276,12 +279,23 @@ probe2_series() {
   probe_capture t5_generate range $W/probe.py t5 --batch 8 --prompt-len 128 --new-tokens 32 --layers 6
 }
 
+# Three blind probes (2026-12-05, third series): beam search, Inductor's kernels launched one by
+# one, and generate()'s n-gram blocking (Python over every token after a read-back each step).
+probe3_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_beam range $W/probe.py beam --batch 2 --beams 4 --new-tokens 32
+  probe_capture hf_ngram sampled $W/probe.py ngram --batch 4 --prompt-len 512 --new-tokens 32
+  probe_capture hf_inductor range $W/probe.py compiled --mode default --batch 4 --new-tokens 32
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
   probe_series
 elif [ "$MODE" = probes2 ]; then
   probe2_series
+elif [ "$MODE" = probes3 ]; then
+  probe3_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

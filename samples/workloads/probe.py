@@ -19,6 +19,12 @@ The next three run their calls between cudaProfilerStart/Stop (after warm-up), n
   prompts: each decode step reads about 17 GB of KV cache, so the GPU, not the launches, sets the pace.
 - `t5`: generate() of an encoder-decoder (T5-shaped): the encoder once per call, then one decoder
   pass per token.
+- `beam`: generate() with beam search (`--beams` beams per prompt): one forward pass of
+  batch x beams rows per token, then the beams' scores ranked and the KV cache reordered.
+- `ngram`: generate() with `no_repeat_ngram_size=3`: each step reads every sequence back and
+  builds its n-grams in Python (transformers' NoRepeatNGramLogitsProcessor).
+- `compiled --mode default`: the `compiled` probe with Inductor's kernels launched one by one
+  (no CUDA graphs).
 """
 
 import argparse
@@ -138,7 +144,7 @@ def measured_generate(a, model, ids, kw, warmups=1, before=lambda: None):
 
 
 def run_compiled(a):
-    """generate() with a static cache and a forward compiled with mode="reduce-overhead" (Triton
+    """generate() with a static cache and a forward compiled with a.mode ("reduce-overhead": Triton
     kernels replayed as CUDA graphs), two warm-up calls, then a.calls calls in the capture range.
     The cache is made once and filled by an eager call first: allocated inside the compiled
     forward, its tensors would be the CUDA graphs' outputs, overwritten by the next replay."""
@@ -151,12 +157,12 @@ def run_compiled(a):
     kw = dict(generate_kw(a, sample=False), past_key_values=cache, disable_compile=True)
     with torch.no_grad():
         model.generate(ids, **kw)
-    model.forward = torch.compile(model.forward, mode="reduce-overhead")
+    model.forward = torch.compile(model.forward, mode=a.mode)
     facts = measured_generate(a, model, ids, kw, warmups=2, before=cache.reset)
     from torch._dynamo.utils import counters
 
     facts["dynamo_unique_graphs"] = counters["stats"]["unique_graphs"]
-    report({"workload": "compiled", **facts})
+    report({"workload": "compiled", "mode": a.mode, **facts})
 
 
 def run_bigbatch(a):
@@ -180,6 +186,24 @@ def run_t5(a):
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
     facts = measured_generate(a, model, ids, generate_kw(a, sample=False))
     report({"workload": "t5", "encoder_calls": encoder["n"], **facts})
+
+
+def run_beam(a):
+    """generate() with beam search: each forward pass runs batch x beams rows."""
+    model, cfg = llama_model(a.layers)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    kw = dict(generate_kw(a, sample=False), num_beams=a.beams, early_stopping=False)
+    facts = measured_generate(a, model, ids, kw)
+    report({"workload": "beam", "beams": a.beams, **facts})
+
+
+def run_ngram(a):
+    """generate() with n-gram blocking: CPU work after a read-back, every step."""
+    model, cfg = llama_model(a.layers)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    kw = dict(generate_kw(a, sample=False), no_repeat_ngram_size=3)
+    facts = measured_generate(a, model, ids, kw)
+    report({"workload": "ngram", "no_repeat_ngram_size": 3, **facts})
 
 
 def run_cnn(a):
@@ -219,19 +243,23 @@ def run_cnn(a):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("qwen", "nested", "compiled", "bigbatch", "t5"):
+    for name in ("qwen", "nested", "compiled", "bigbatch", "t5", "beam", "ngram"):
         s = sub.add_parser(name)
         s.add_argument("--batch", type=int, default=8)
         s.add_argument("--prompt-len", type=int, default=96)
         s.add_argument("--new-tokens", type=int, default=40)
         s.add_argument("--calls", type=int, default=2)
         s.add_argument("--layers", type=int, default=8)
+        if name == "compiled":
+            s.add_argument("--mode", default="reduce-overhead", choices=["reduce-overhead", "default"])
+        if name == "beam":
+            s.add_argument("--beams", type=int, default=4)
     c = sub.add_parser("cnn")
     c.add_argument("--batch", type=int, default=64)
     c.add_argument("--iters", type=int, default=40)
     a = p.parse_args(argv)
     runs = {"qwen": run_qwen, "nested": run_nested, "cnn": run_cnn, "compiled": run_compiled, "bigbatch": run_bigbatch,
-            "t5": run_t5}
+            "t5": run_t5, "beam": run_beam, "ngram": run_ngram}
     runs[a.cmd](a)
 
 
