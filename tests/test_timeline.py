@@ -78,6 +78,9 @@ COUNTS = {
     "hf_bigbatch": "forwards",  # the GPU busy 86%: prefills of 940 ms beside decode steps of 29 ms
     "t5_generate": "forwards",  # an encoder-decoder: one step per decoder pass
     "hf_compiled": "forwards",  # a compiled forward: one graph replay per token, eager work around it
+    "hf_beam": "forwards",  # beam search: the KV cache reordered by the embedding's kernel, 16 times a pass
+    "hf_inductor": "forwards",  # a compiled forward launched kernel by kernel (no graphs)
+    "hf_ngram": "forwards",  # n-gram blocking: Python after a read-back, every pass
 }
 
 
@@ -115,6 +118,35 @@ def lm_head_step_times(name: str, kernel: str, grid: tuple[int, int, int], tmp_p
     if src.name.endswith(".xz"):
         src = unxz(src, tmp_path)
     return oracle.anchor_step_times(oracle.open_export(src), kernel, grid)
+
+
+def test_beam_search_steps_are_its_passes_not_the_cache_reorders_bursts(tmp_path):
+    """hf_beam: beam search reorders each layer's KV cache after every pass with the embedding
+    lookup's own kernel (indexSelectSmallIndex), 16 launches back to back; the prompts' lookups
+    run another kernel (SQL over the export). The steps are the 64 passes, as the vocabulary
+    projection counts them, not that kernel's 1,086 launches, and each prompt's pass is a
+    prefill step of its own."""
+    src = unxz(export_of("hf_beam"), tmp_path)
+    con = oracle.open_export(src)
+    index_select, prompt_lookups = con.execute(
+        """SELECT count(*) FILTER (WHERE s.value = 'indexSelectSmallIndex'),
+                  count(*) FILTER (WHERE s.value = 'vectorized_gather_kernel')
+        FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName"""
+    ).fetchone()
+    assert index_select == 1086 and prompt_lookups == 2
+    got = steps_of(src)
+    assert len(got[0]) == facts("hf_beam")["forwards"] == 64
+    ends = oracle.anchor_step_times(con, "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1))
+    ours = [s[2] - s[1] for s in got[0]]
+    assert len(ends) == len(ours) - 1
+    assert statistics.median(ours) == pytest.approx(statistics.median(ends), rel=0.02)
+    d = diagnosis("hf_beam")
+    assert [(p.name, p.steps) for p in d.summary.phases if p.steady] == [
+        ("prefill", 1),
+        ("decode", 31),
+        ("prefill", 1),
+        ("decode", 31),
+    ]
 
 
 def test_sampled_generate_captured_whole_has_a_step_per_forward_pass_prefills_included(tmp_path):
@@ -581,10 +613,10 @@ def test_steps_in_a_window_cut_mid_pass_are_the_passes_in_it(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.iterdir() if (p / "facts.json").exists()))
-def test_gap_parts_match_the_oracle(name):
+def test_gap_parts_match_the_oracle(name, tmp_path):
     src = export_of(name)
     if src.name.endswith(".xz"):
-        pytest.skip("the oracle reads plain exports; the compressed one is checked by its counts")
+        src = unxz(src, tmp_path)
     gaps = oracle.gaps(oracle.open_export(src))
     idle = {c.cause: (c.count, c.total_ns) for c in diagnosis(name).summary.idle.by_cause}
     for part in oracle.PARTS:

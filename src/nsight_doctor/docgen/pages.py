@@ -341,8 +341,11 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   recurs at a regular stride. The step's own kernels (the token embedding lookup, sampling)
   rank first, then graph replays, then a round trip to the host in every period; within a rank
   the finest period wins, so a layer (more frequent, without the step's own kernels) or a
-  request (less frequent) is not taken for a step. Irregular steps (a plan built inside one, a
-  new shape) are still steps.
+  request (less frequent) is not taken for a step. A kernel launched back to back with itself
+  (beam search's KV-cache reorder runs the embedding's index_select once per layer) is not a
+  step's own kernel, and a top-k with a round trip to the host in every period, a little more
+  frequent than the embedding lookup, holds the prompts' passes the lookup ran with another
+  kernel (beam search). Irregular steps (a plan built inside one, a new shape) are still steps.
 
 GPUs of one job (the same kernels over the same time) use one signature, so that ranks get
 the same steps; where they cannot, a note says so.

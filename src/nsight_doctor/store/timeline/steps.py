@@ -21,7 +21,11 @@ the model. Candidates, per GPU:
   replay of CUDA graphs; 1, every period holds a round trip to the host (a blocking call or a
   copy to the host), or a sort/top-k kernel; 0, none. The highest rank wins, and within a rank
   the finest level (most occurrences): a layer recurs more often than a step but holds none of
-  the step's own kernels, a request less often.
+  the step's own kernels, a request less often. A kernel launched back to back with itself is
+  no step's own kernel by name (beam search reorders each layer's KV cache with the embedding's
+  index_select). Where the embedding lookup wins, a top-k level up to NEAR_LEVEL finer with a
+  round trip in every period holds every pass: the prompts' passes looked their tokens up with
+  another kernel (beam search ranks its beams with a top-k in each pass).
 Ranks of one job (GPUs running the same kernels over the same time) use one signature, the
 one chosen on the GPU with the strongest evidence, when it recurs on all of them.
 
@@ -43,6 +47,7 @@ import polars as pl
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
+BURST_STRIDE = 2  # a launch this many operations after the previous one of its signature is in a burst
 MIN_SPAN = 0.5  # share of the GPU's operations between the first and the last occurrence
 # CUDA graph replays that run this share of a GPU's kernel time mark its steps however irregular
 # their period in operations: the eager work between replays follows the batch (a continuous
@@ -51,6 +56,7 @@ GRAPH_SHARE = 0.5
 BY_NAME = ("sampling", "embedding")  # kernel categories also signed by name alone (signature_stats)
 NAME_SEED = 7  # (the hash of a name-alone signature)
 LEVEL_TOL = 0.03
+NEAR_LEVEL = 0.1  # a top-k level this much finer than the embedding lookup's (choose_level)
 STRONG_SAMPLING = re.compile(r"argmax|multinomial|sampl|top_?p|renorm|min_?p|penalt")
 
 
@@ -126,7 +132,12 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # A step's own kernels (sampling, the embedding lookup) also by name alone, where their
     # launch dimensions vary: with the batch, under continuous batching, so that no single
     # launch recurs once per step.
+    # A launch that mostly follows its own previous one (BURST_STRIDE operations on) is a loop
+    # over layers or tensors, not a pass's own kernel: beam search reorders each layer's KV
+    # cache with the embedding's index_select kernel, 16 launches back to back per step.
     own = kern.filter(pl.col("category").cast(pl.String).is_in(list(BY_NAME)))
+    burst = (pl.col("seq").diff() <= BURST_STRIDE).mean().over("device_id", "kid") > 0.5
+    own = own.filter(~burst.fill_null(False))
     own = own.with_columns(sig=pl.col("kid"), kid=pl.struct("name_id", "dn_id").hash(NAME_SEED))
     own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1).drop("sig")
     graphs = seq.filter("graph_start").select(
@@ -280,6 +291,21 @@ def choose_level(lv: pl.DataFrame, part_counts: dict[int, int]) -> pl.DataFrame:
             if top:
                 best = max(top, key=lambda r: (r["n"], r["reg"]))
                 break
+        if best is not None and best["rank"] == 3 and "sampling" not in best["marks"]:
+            # Beam search ranks its beams with a top-k in every pass, where a prompt's pass
+            # looks its tokens up with another kernel than a decode step's: the top-k's level,
+            # a little finer than the embedding's, holds every pass.
+            near = [
+                r
+                for r in cands
+                if r["rank"] == 1
+                and "sort" in r["marks"]
+                and r["host"] >= 0.9
+                and r["reg"] >= 0.9
+                and best["n"] < r["n"] <= best["n"] * (1 + NEAR_LEVEL)
+            ]
+            if near:
+                best = min(near, key=lambda r: r["n"])
         if best is None:
             rest = [r for r in cands if r["rank"] <= 1]
             kept = [r for r in rest if not any(_part_of(r, c) for c in rest)]
