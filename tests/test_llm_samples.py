@@ -330,6 +330,28 @@ def test_compiled_generate_waits_for_the_eager_decoding_loop_around_its_graph_re
     assert "static cache" not in f.recommendation  # (the advice to turn CUDA graphs on)
 
 
+def test_a_forward_compiled_without_cuda_graphs_is_told_to_replay_them_not_to_compile(tmp_path):
+    """hf_inductor: generate() with a forward compiled by torch.compile's default mode: Inductor's
+    Triton kernels (triton_poi_..., SQL over the export) launched one by one. Launch-bound is
+    first, and its advice is the compile mode that replays CUDA graphs, not to compile or fuse,
+    which the workload already does; an eager generate() keeps the advice to compile."""
+    d, con = analysed(["hf_inductor"], tmp_path)["hf_inductor"]
+    f = finding(d, "launch-bound")
+    assert f is not None and d.findings[0] is f
+    st = d.summary.steady_state
+    eager = [k for k in kernels(con) if k[0] >= st.start_ns and k[1] <= st.end_ns and not k[6]]
+    inductor = [k for k in eager if re.match(r"triton_(poi|red|per|tem|for)_", k[3])]
+    assert f.evidence["eager_kernels"] == len(eager) and f.evidence["inductor_kernels"] == len(inductor)
+    assert 0.3 < len(inductor) / len(eager) < 0.6
+    assert f"{100 * len(inductor) / len(eager):.0f}% of them are torch.compile's" in f.message
+    assert 'mode="reduce-overhead"' in f.recommendation and "already compiled" in f.recommendation
+    assert "Fewer, larger kernels" not in f.recommendation
+    eager_run, _ = analysed(["hf_generate"], tmp_path)["hf_generate"]
+    g = finding(eager_run, "launch-bound")
+    assert g is not None and g.evidence["inductor_kernels"] == 0
+    assert "already compiled" not in g.recommendation and "Fewer, larger kernels" in g.recommendation
+
+
 def test_preallocated_kv_cache_is_not_called_concatenated(runs):
     d, _ = runs["hf_static_cache"]
     assert finding(d, "kv-cache-concat") is None

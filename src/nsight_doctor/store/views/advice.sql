@@ -6,7 +6,7 @@
 -- store is built: most rules read it, some several times, and the framework behind it costs
 -- a scan of the kernel names.
 --
--- topic: cuda-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
+-- topic: cuda-graphs, compiled-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
 --   host-overhead, batch-more, fewer-flops, attention-backend, static-kv-cache, pinned-memory,
 --   startup, weight-upload, collectives, capture-longer, capture-trace-less,
 --   capture-no-gpu-work, step-ranges, library-attention, library-gemm, library-nccl,
