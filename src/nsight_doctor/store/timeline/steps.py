@@ -269,12 +269,14 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
 
 def choose_level(lv: pl.DataFrame, part_counts: dict[int, int]) -> pl.DataFrame:
     """Per GPU, the level that wins (the module docstring): rank 3, else rank 2, the finest of
-    them; else the finest level regular in 90% of its periods (or with a round trip to the
-    host in each, or three signatures recurring together) that is not a sub-period of a
-    coarser one, where a level whose count is a
-    multiple (2 or more) of a coarser level's that holds a GEMM (a forward pass's own work,
-    such as the vocabulary projection) is one of its parts, a layer. part_counts: per GPU, how
-    often the program's NVTX ranges of one layer or block recur: a step holds two or more."""
+    them (for an embedding lookup's rank 3 without sampling, a top-k level up to NEAR_LEVEL
+    finer, regular and with a round trip in 90% of its periods, instead); else the finest
+    level regular in 90% of its periods (or with a round trip to the host in each, or three
+    signatures recurring together) that is not a sub-period of a coarser one, where a level
+    whose count is a multiple (2 or more) of a coarser level's that holds a GEMM (a forward
+    pass's own work, such as the vocabulary projection) is one of its parts, a layer.
+    part_counts: per GPU, how often the program's NVTX ranges of one layer or block recur: a
+    step holds two or more."""
     rows = []
     for (device,), g in lv.group_by("device_id", maintain_order=True):
         cap = part_counts.get(device)
