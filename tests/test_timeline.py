@@ -447,6 +447,41 @@ def test_sleep_after_each_sync_is_cpu_time_not_sync():
     assert finding(d, "host-sync") is None
 
 
+def test_a_sleeping_launching_thread_is_said_to_be_blocked_in_the_os_not_running_code():
+    """stream_sleep was traced with -t osrt: its 200 clock_nanosleep calls are on the thread that
+    launches the GPU's work, between a read-back and the next replay (SQL over the export). The
+    gaps' CPU time is that sleep, call for call (idle_code, source osrt), and the finding says
+    the thread was blocked in the OS and advises about the wait, not about Python overhead."""
+    con = oracle.open_export(export_of("stream_sleep"))
+    launcher = con.execute(
+        """SELECT r.globalTid FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
+        WHERE s.value LIKE 'cudaGraphLaunch%' GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"""
+    ).fetchone()[0]
+    calls, slept = con.execute(
+        """SELECT count(*), sum(o."end" - o.start) FROM x.OSRT_API o JOIN x.StringIds s ON s.id = o.nameId
+        WHERE s.value = 'clock_nanosleep' AND o.globalTid = ?""",
+        (launcher,),
+    ).fetchone()
+    assert calls == facts("stream_sleep")["steps"] == 200
+    built = store.build([export_of("stream_sleep")])
+    try:
+        rows = (
+            built.connect()
+            .execute(
+                "SELECT name, ns, share_pct FROM idle_code WHERE source = 'osrt' AND part = 'cpu' ORDER BY ns DESC"
+            )
+            .fetchall()
+        )
+    finally:
+        built.close()
+    assert rows[0][0] == "clock_nanosleep" and rows[0][1] == slept
+    top = diagnosis("stream_sleep").findings[0]
+    assert top.rule_id == "gpu-idle"
+    assert top.evidence["os_pct"] == pytest.approx(100 * slept / top.evidence["cpu_ns"], abs=1.0)
+    assert "blocked in the OS (mostly clock_nanosleep)" in top.title
+    assert "waits in the OS" in top.recommendation
+
+
 def test_compiles_inside_every_step_are_named():
     d = diagnosis("hf_requests")
     top = d.findings[0]

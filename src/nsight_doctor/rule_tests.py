@@ -50,6 +50,7 @@ STRING_COLUMNS = {
     "base_profiler_overhead": {"name": "name_id"},
     "base_python_frames": {"function": "function_id", "file": "file_id"},
     "base_cpu_frames": {"symbol": "symbol_id", "module": "module_id"},
+    "base_os_calls": {"name": "name_id"},
 }
 DEFAULTS = {
     "device_id": 0,

@@ -61,6 +61,8 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
     cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")
     cpu_frames = read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames")
+    # (the program's own calls: a call inside another traced one is part of it)
+    os_calls = read(con, 'SELECT start, "end", pid, tid, name_id FROM base_os_calls WHERE coalesce(nesting, 0) = 0')
     # GPU work per NVTX range: each operation by every call of its correlation id, nested
     # calls too (flatten keeps the outermost). The first write: this thread reads no more.
     per_range = nvtx_mod.gpu_per_range(ops, calls, ranges)
@@ -165,6 +167,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
             cpu_frames,
             nvr,
             strings,
+            os_calls,
         ),
     )
 

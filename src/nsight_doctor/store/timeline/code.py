@@ -10,7 +10,10 @@ ranges. Each gap's time goes to its larger part of the two (idle_code.part).
   outside the Python interpreter, the C library and the profiler's own libraries;
 - nvtx: the program's innermost NVTX range open on the thread (or its process) at each gap's
   middle, by name (digits as #), other than the step ranges and those that span half of the
-  steady state.
+  steady state;
+- osrt: the thread's OS runtime calls (nsys -t osrt: sleeps, waits, polls, reads) whose middle
+  falls in that time, by name, each for its time within the gap: the part of the cpu time in
+  which the thread was blocked in the OS, not running code.
 A sample counts when it falls in a gap's cpu time: inside the gap, outside the thread's CUDA
 calls, in a stretch between two of them of SHORT_CPU_NS or more. A source with fewer than
 MIN_SAMPLES samples there on a GPU names nothing (a share of three samples is noise).
@@ -41,8 +44,10 @@ def idle_code(
     cpu_frames: pl.DataFrame,
     nvtx: pl.DataFrame,
     strings: pl.DataFrame,
+    os_calls: pl.DataFrame,
 ) -> pl.DataFrame:
-    """gaps: the steady state's gaps (device_id, start, end, cpu_ns, setup_ns, tpid, ttid).
+    """gaps: the steady state's gaps (device_id, start, end, cpu_ns, setup_ns, tpid, ttid);
+    os_calls: the program's own OS runtime calls (start, end, pid, tid, name_id).
     Returns the idle_code table (tables.yaml)."""
     cols = pl.Schema(
         {
@@ -68,6 +73,7 @@ def idle_code(
         _python(g, calls, py_samples, py_frames, strings),
         _native(g, calls, cpu_samples, cpu_frames, strings),
         _nvtx(g, nvtx),
+        _os_calls(g, calls, os_calls, strings),
     ]
     out = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else None
     if out is None:
@@ -87,7 +93,7 @@ def idle_code(
     ).with_columns(
         ns=pl.coalesce(pl.col("ns"), pl.col("share") * pl.col("cpu_total")), share_pct=100.0 * pl.col("share")
     )
-    rank = pl.col("source").replace_strict({"python": 0, "native": 1, "nvtx": 2}, return_dtype=pl.Int32)
+    rank = pl.col("source").replace_strict({"python": 0, "native": 1, "nvtx": 2, "osrt": 3}, return_dtype=pl.Int32)
     out = out.sort(
         [pl.col("device_id"), pl.col("part"), rank, pl.col("ns"), pl.col("name")],
         descending=[False, False, False, True, False],
@@ -164,6 +170,25 @@ def _native(g, calls, samples, frames, strings) -> pl.DataFrame:
         top.group_by("device_id", "part", name="symbol", location=pl.col("module").str.split("/").list.last())
         .agg(samples=pl.len())
         .with_columns(source=pl.lit("native"), caller=pl.lit(None, pl.String))
+    )
+
+
+def _os_calls(g, calls, os_calls, strings) -> pl.DataFrame:
+    """osrt: the OS calls in the gaps' cpu time, by name, each for its time within its gap."""
+    if os_calls.height == 0:
+        return pl.DataFrame()
+    s = os_calls.select(
+        "pid", "tid", "name_id", o0="start", o1="end", time=pl.col("start") + (pl.col("end") - pl.col("start")) // 2
+    )
+    s = _in_cpu_time(s, g, calls)
+    if s.height == 0:
+        return pl.DataFrame()
+    s = s.join(strings.rename({"id": "name_id", "value": "name"}), on="name_id", how="left")
+    within = pl.min_horizontal("o1", "g1") - pl.max_horizontal("o0", "g0")
+    return (
+        s.group_by("device_id", "part", name=pl.col("name").fill_null("?"))
+        .agg(ns=within.sum().cast(pl.Float64))
+        .with_columns(source=pl.lit("osrt"), samples=pl.lit(None, pl.Int64), caller=pl.lit(None, pl.String))
     )
 
 
