@@ -218,6 +218,12 @@ def check_case(rule: Rule, case: dict[str, Any]) -> CaseResult:
             if missing:
                 return CaseResult(name, False, f"{key} lacks {missing}: {text!r}", findings)
             continue
+        elif key in ("title_lacks", "message_lacks", "recommendation_lacks"):
+            text = getattr(findings[0], key.removesuffix("_lacks"))
+            found = [w for w in (want if isinstance(want, list) else [want]) if w in text]
+            if found:
+                return CaseResult(name, False, f"{key.removesuffix('_lacks')} has {found}: {text!r}", findings)
+            continue
         else:
             got = findings[0].evidence.get(key, "<missing>")
         if not matches(got, want):
