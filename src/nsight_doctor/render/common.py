@@ -133,7 +133,7 @@ STEP_PARTS = [
     ("launch_ns", "waiting for launches"),
     ("queued_ns", "GPU waiting with work queued"),
     ("sync_ns", "CPU still in a blocking call"),
-    ("cpu_ns", "CPU running code"),
+    ("cpu_ns", "CPU outside CUDA"),
     ("api_ns", "other CUDA calls"),
     ("setup_ns", "one-time work"),
 ]
