@@ -19,7 +19,9 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # model's probes (workloads/probe.py, hf_serving.py cb at other sizes; one GPU);
                 # probes2: three more probes of workloads/probe.py (one GPU); probes2_compiled: the
                 # first of them alone; probes3: three blind probes (beam search, n-gram
-                # blocking with CPU and Python samples, Inductor without CUDA graphs; one GPU)
+                # blocking with CPU and Python samples, Inductor without CUDA graphs; one GPU);
+                # probes4: assisted generation and a lightly loaded server (one GPU); probes5:
+                # assisted generation with transformers' drafting defaults (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -288,6 +290,20 @@ probe3_series() {
   probe_capture hf_inductor range $W/probe.py compiled --mode default --batch 4 --new-tokens 32
 }
 
+# Two more blind probes (2026-12-05, fourth series): assisted generation (a draft model), and a
+# lightly loaded server (batch-1 requests after think times).
+probe4_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_assisted range $W/probe.py assisted --batch 1 --new-tokens 48 --draft-tokens 4
+  probe_capture hf_server range $W/probe.py server --batch 1 --new-tokens 24 --calls 6 --think-ms 40
+}
+
+# Assisted generation with transformers' own drafting settings (2026-12-05, later).
+probe5_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_assisted_defaults range $W/probe.py assisted --batch 1 --new-tokens 64 --hf-defaults
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -296,6 +312,10 @@ elif [ "$MODE" = probes2 ]; then
   probe2_series
 elif [ "$MODE" = probes3 ]; then
   probe3_series
+elif [ "$MODE" = probes4 ]; then
+  probe4_series
+elif [ "$MODE" = probes5 ]; then
+  probe5_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

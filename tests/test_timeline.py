@@ -81,6 +81,8 @@ COUNTS = {
     "hf_beam": "forwards",  # beam search: the KV cache reordered by the embedding's kernel, 16 times a pass
     "hf_inductor": "forwards",  # a compiled forward launched kernel by kernel (no graphs)
     "hf_ngram": "forwards",  # n-gram blocking: Python after a read-back, every pass
+    "hf_server": "forwards",  # batch-1 requests after sleeps: the sleeps are between steps
+    "hf_assisted_defaults": "forwards",  # speculative decoding, one draft pass a round: rounds, not passes
 }
 
 
@@ -482,6 +484,39 @@ def test_a_sleeping_launching_thread_is_said_to_be_blocked_in_the_os_not_running
     assert "waits in the OS" in top.recommendation
 
 
+def test_a_server_asleep_between_requests_is_told_to_find_the_wait_not_to_defer_a_read_back(tmp_path):
+    """hf_server: six batch-1 requests, each after a think time slept in clock_nanosleep on the
+    launching thread (SQL over the export: the first sleep comes before any GPU work of the
+    capture). The five sleeps between requests are the gaps' OS time, call for call; gpu-idle
+    says the thread was blocked in the OS, and neither names code nor advises deferring the
+    read-back that came before the sleep (it did, and asked for samples, before)."""
+    src = unxz(export_of("hf_server"), tmp_path)
+    con = oracle.open_export(src)
+    calls, slept = con.execute(
+        """SELECT count(*), sum(o."end" - o.start) FROM x.OSRT_API o JOIN x.StringIds s ON s.id = o.nameId
+        WHERE s.value = 'clock_nanosleep' AND o.start > (SELECT min(start) FROM x.CUPTI_ACTIVITY_KIND_KERNEL)"""
+    ).fetchone()
+    assert calls == facts("hf_server")["calls"] - 1 == 5
+    assert slept / 1e6 == pytest.approx(sum(facts("hf_server")["think_ms"][1:]), rel=0.01)
+    built = store.build([src])
+    try:
+        row = (
+            built.connect()
+            .execute("SELECT ns FROM idle_code WHERE source = 'osrt' AND part = 'cpu' AND name = 'clock_nanosleep'")
+            .fetchone()
+        )
+    finally:
+        built.close()
+    assert row is not None and row[0] == slept
+    d = diagnosis("hf_server")
+    assert len(d.summary.steps) == facts("hf_server")["forwards"] == 144
+    idle = next(f for f in d.findings if f.rule_id == "gpu-idle")
+    assert "blocked in the OS (mostly clock_nanosleep)" in idle.title
+    assert "no CPU or Python samples" not in idle.message
+    assert "ran right after a blocking call" not in idle.message
+    assert "A server waiting for requests idles for lack of load" in idle.recommendation
+
+
 def test_compiles_inside_every_step_are_named():
     d = diagnosis("hf_requests")
     top = d.findings[0]
@@ -560,7 +595,12 @@ def test_each_request_of_an_encoder_decoder_begins_with_its_prefill_the_first_to
     assert d.summary.steps[0].start == first_kernel
 
 
-def pass_starts(path, n: int) -> list[int]:
+# Where the first kernel by name id that runs once per pass as often is not the pass's own
+# (hf_server: a prompt's elementwise kernel runs 144 times too), the sample's README names it.
+PASS_MARKERS = {"hf_server": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1))}
+
+
+def pass_starts(path, n: int, marker: tuple[str, tuple[int, int, int]] | None = None) -> list[int]:
     """The start of each forward pass, by plain SQL over the export: a kernel (name and grid,
     else name alone: a batch's grid changes) that runs exactly n times, the workload's count of
     passes (the LM head, the sampling kernel; the first by name id, a fixed choice that is the
@@ -569,32 +609,41 @@ def pass_starts(path, n: int) -> list[int]:
     whole graphs, else the launch calls)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        starts: list[int] = []
-        for key in (["shortName", "gridX", "gridY", "gridZ"], ["shortName"]):
-            cols = ", ".join(key)
-            found = con.execute(
-                f"""SELECT {cols} FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY {cols} HAVING count(*) = ?
-                    ORDER BY {cols} LIMIT 1""",
-                (n,),
-            ).fetchone()
-            if found:
-                where = " AND ".join(f"{c} = ?" for c in key)
-                rows = con.execute(f"SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {where}", found)
-                starts = sorted(r[0] for r in rows)
-                break
-        else:
-            traced = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_GRAPH_TRACE'")
-            rows = con.execute(
-                "SELECT start FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-                if traced.fetchone()
-                else """SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
-                   WHERE s.value LIKE 'cudaGraphLaunch%'"""
-            )
-            starts = sorted(r[0] for r in rows)
+        starts = marker_starts(con, n, marker)
     finally:
         con.close()
     assert len(starts) == n
     return starts
+
+
+def marker_starts(con: sqlite3.Connection, n: int, marker: tuple[str, tuple[int, int, int]] | None) -> list[int]:
+    if marker is not None:
+        rows = con.execute(
+            """SELECT k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+               WHERE s.value = ? AND k.gridX = ? AND k.gridY = ? AND k.gridZ = ?""",
+            (marker[0], *marker[1]),
+        )
+        return sorted(r[0] for r in rows)
+    for key in (["shortName", "gridX", "gridY", "gridZ"], ["shortName"]):
+        cols = ", ".join(key)
+        found = con.execute(
+            f"""SELECT {cols} FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY {cols} HAVING count(*) = ?
+                ORDER BY {cols} LIMIT 1""",
+            (n,),
+        ).fetchone()
+        if found:
+            where = " AND ".join(f"{c} = ?" for c in key)
+            return sorted(
+                r[0] for r in con.execute(f"SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {where}", found)
+            )
+    traced = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_GRAPH_TRACE'")
+    rows = con.execute(
+        "SELECT start FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        if traced.fetchone()
+        else """SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+           WHERE s.value LIKE 'cudaGraphLaunch%'"""
+    )
+    return sorted(r[0] for r in rows)
 
 
 def cut(name: str, first: int, last: int, tmp_path):
@@ -604,7 +653,7 @@ def cut(name: str, first: int, last: int, tmp_path):
     if src.name.endswith(".xz"):
         src = unxz(src, tmp_path)
     n = facts(name)[COUNTS[name]]
-    starts = pass_starts(src, n)
+    starts = pass_starts(src, n, PASS_MARKERS.get(name))
     i0, i1 = first * n // 100, min(last * n // 100, n - 2)
     t0, t1 = (starts[i0] + starts[i0 + 1]) // 2, (starts[i1] + starts[i1 + 1]) // 2
     return cropped(src, tmp_path, t0, t1), sum(t0 <= t <= t1 for t in starts)

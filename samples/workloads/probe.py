@@ -23,6 +23,11 @@ The next three run their calls between cudaProfilerStart/Stop (after warm-up), n
   batch x beams rows per token, then the beams' scores ranked and the KV cache reordered.
 - `ngram`: generate() with `no_repeat_ngram_size=3`: each step reads every sequence back and
   builds its n-grams in Python (transformers' NoRepeatNGramLogitsProcessor).
+- `assisted`: assisted generation (speculative decoding): a 2-layer draft model proposes
+  `--draft-tokens` tokens, one pass of the model checks them, batch 1 (`--hf-defaults`:
+  transformers' own drafting settings instead).
+- `server`: batch-1 requests one after another, each after a think time (a lightly loaded
+  server waiting for its next request, asleep in the OS).
 - `compiled --mode default`: the `compiled` probe with Inductor's kernels launched one by one
   (no CUDA graphs).
 """
@@ -206,6 +211,49 @@ def run_ngram(a):
     report({"workload": "ngram", "no_repeat_ngram_size": 3, **facts})
 
 
+def run_assisted(a):
+    """Assisted generation: a small draft model proposes a.draft_tokens tokens per round, one pass
+    of the model verifies them (random weights: few are accepted)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model, cfg = llama_model(a.layers)
+    draft_cfg = LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=2, num_attention_heads=8,
+                            num_key_value_heads=4, vocab_size=cfg.vocab_size, max_position_embeddings=4096)
+    with torch.device("cuda"):
+        draft = LlamaForCausalLM(draft_cfg)
+    draft = draft.to(dtype=torch.bfloat16).eval()
+    if not a.hf_defaults:  # (else transformers' own: up to 20 tokens, a round ends at a guess under 0.4)
+        draft.generation_config.num_assistant_tokens = a.draft_tokens
+        draft.generation_config.num_assistant_tokens_schedule = "constant"
+        draft.generation_config.assistant_confidence_threshold = 0.0  # draft all a.draft_tokens every round
+    drafts = count_forwards(draft)
+    ids = torch.randint(0, cfg.vocab_size, (1, a.prompt_len), device="cuda")
+    kw = dict(generate_kw(a, sample=False), assistant_model=draft)
+    at_call = []  # the draft's passes before each call (the first is the warm-up's)
+    facts = measured_generate(a, model, ids, kw, before=lambda: at_call.append(drafts["n"]))
+    report({"workload": "assisted", "draft_tokens": None if a.hf_defaults else a.draft_tokens, "draft_forwards": drafts["n"] - at_call[1],
+            "warmup_draft_forwards": at_call[1], **facts})
+
+
+def run_server(a):
+    """Batch-1 requests, each after a think time drawn between a.think_ms and twice that."""
+    import random
+    import time
+
+    model, cfg = llama_model(a.layers)
+    rng = random.Random(0)
+    ids = torch.randint(0, cfg.vocab_size, (1, a.prompt_len), device="cuda")
+    thinks = []
+
+    def think():
+        t = rng.uniform(a.think_ms, 2 * a.think_ms)
+        thinks.append(round(t, 1))
+        time.sleep(t / 1e3)
+
+    facts = measured_generate(a, model, ids, generate_kw(a, sample=False), before=think)
+    report({"workload": "server", "think_ms": thinks[1:], **facts})
+
+
 def run_cnn(a):
     import torch.nn as nn
 
@@ -243,7 +291,7 @@ def run_cnn(a):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("qwen", "nested", "compiled", "bigbatch", "t5", "beam", "ngram"):
+    for name in ("qwen", "nested", "compiled", "bigbatch", "t5", "beam", "ngram", "assisted", "server"):
         s = sub.add_parser(name)
         s.add_argument("--batch", type=int, default=8)
         s.add_argument("--prompt-len", type=int, default=96)
@@ -254,12 +302,18 @@ def main(argv=None):
             s.add_argument("--mode", default="reduce-overhead", choices=["reduce-overhead", "default"])
         if name == "beam":
             s.add_argument("--beams", type=int, default=4)
+        if name == "assisted":
+            s.add_argument("--draft-tokens", type=int, default=4)
+            s.add_argument("--hf-defaults", action="store_true", help="transformers' own drafting settings")
+        if name == "server":
+            s.add_argument("--think-ms", type=float, default=40.0)
     c = sub.add_parser("cnn")
     c.add_argument("--batch", type=int, default=64)
     c.add_argument("--iters", type=int, default=40)
     a = p.parse_args(argv)
     runs = {"qwen": run_qwen, "nested": run_nested, "cnn": run_cnn, "compiled": run_compiled, "bigbatch": run_bigbatch,
-            "t5": run_t5, "beam": run_beam, "ngram": run_ngram}
+            "t5": run_t5, "beam": run_beam, "ngram": run_ngram,
+            "assisted": run_assisted, "server": run_server}
     runs[a.cmd](a)
 
 
