@@ -151,6 +151,37 @@ def test_beam_search_steps_are_its_passes_not_the_cache_reorders_bursts(tmp_path
     ]
 
 
+def test_speculative_decoding_steps_are_rounds_not_both_models_passes(tmp_path):
+    """hf_assisted: a 2-layer draft model proposes 4 tokens, one pass of the target checks them.
+    Both models look their tokens up with indexSelectSmallIndex, of other launch dimensions and
+    passes of other lengths (SQL over the export); the target's check runs a cumulative sum
+    once a round. The steps are the rounds, as that sum counts them (each call's prompt round,
+    looked up by another kernel, folds into a neighbour: 2 of 96), not both models' passes."""
+    src = unxz(export_of("hf_assisted"), tmp_path)
+    con = oracle.open_export(src)
+    lookups = con.execute(
+        """SELECT k.gridX, count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+        WHERE s.value = 'indexSelectSmallIndex' GROUP BY 1 ORDER BY 1"""
+    ).fetchall()
+    f = facts("hf_assisted")
+    assert lookups == [(4, f["draft_forwards"] - 2), (8, f["forwards"] - 2)] == [(4, 362), (8, 94)]
+    got = steps_of(src)
+    rounds = oracle.anchor_step_times(con, "DeviceScanKernel", (1, 1, 1))
+    assert len(rounds) + 1 == f["forwards"] == 96
+    assert len(got[0]) == f["forwards"] - 2
+    ours = [s[2] - s[1] for s in got[0]]
+    assert statistics.median(ours) == pytest.approx(statistics.median(rounds), rel=0.02)
+    d = diagnosis("hf_assisted")
+    g = d.summary.steady_gpus[0]
+    assert g.step_source is not None and "a round of two models" in (g.step_source.evidence or "")
+    assert {p.name for p in d.summary.phases if p.steady} == {"decode"}
+    # transformers' own drafting settings: one draft pass a round (COUNTS holds its 128 steps)
+    d = diagnosis("hf_assisted_defaults")
+    g = d.summary.steady_gpus[0]
+    assert g.step_source is not None and "one pass of one and 1.0 of the other" in (g.step_source.evidence or "")
+    assert [(p.name, p.steps) for p in d.summary.phases if p.steady] == [("prefill", 1), ("decode", 63)] * 2
+
+
 def test_sampled_generate_captured_whole_has_a_step_per_forward_pass_prefills_included(tmp_path):
     """hf_qwen_sample: the embedding lookup that starts each decode is a different kernel in a
     prefill, so it recurs 117 times for 120 passes; the steps follow the kernels that run once

@@ -345,7 +345,11 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   (beam search's KV-cache reorder runs the embedding's index_select once per layer) is not a
   step's own kernel, and a top-k with a round trip to the host in every period, a little more
   frequent than the embedding lookup, holds the prompts' passes the lookup ran with another
-  kernel (beam search). Irregular steps (a plan built inside one, a new shape) are still steps.
+  kernel (beam search). Where two models take turns (speculative decoding: a draft model's
+  passes, then one pass of the target that checks them), told apart by their embedding
+  lookups' launch dimensions and by passes of very different lengths that each pick a token,
+  a step is a round: the target's pass and the draft's. Irregular steps (a plan built inside
+  one, a new shape) are still steps.
 
 GPUs of one job (the same kernels over the same time) use one signature, so that ranks get
 the same steps; where they cannot, a note says so.

@@ -315,12 +315,14 @@ def choose_steps(
         held = nvtx_steps.held_work(short, ranges, launches)
     nvc = nvtx_steps.nvtx_candidates(pats, held)
     nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
-    st, occ = steps_mod.signature_stats(seq)
+    st, occ, two_models = steps_mod.signature_stats(seq)
     st = steps_mod.host_round_trips(st, occ, trips)
     st = steps_mod.marks(st, strings)
     lv = steps_mod.levels(st)
     pick = steps_mod.choose_level(
-        lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode())), nvtx_steps.part_counts(nv, kernel_ns)
+        lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode())),
+        nvtx_steps.part_counts(nv, kernel_ns),
+        two_models,
     )
     pick, agreement = agree(pick, lv, st, seq)
 
@@ -356,7 +358,7 @@ def choose_steps(
     cols = ["device_id", "step", "start", "end", "source", "marker", "confidence", "kind_hint"]
     steps = pl.concat([nvs.select(cols), anchor.select(cols)], how="vertical_relaxed").sort(["device_id", "step"])
     steps = steps.with_columns(duration=pl.col("end") - pl.col("start"))
-    return steps, sources_table(nvc, nv_pick, lv, pick, agreement, names)
+    return steps, sources_table(nvc, nv_pick, lv, pick, agreement, names, two_models)
 
 
 def agree(pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
@@ -428,7 +430,7 @@ def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     ).drop("a_name")
 
 
-def sources_table(nvc, nv_pick, lv, pick, agreement, labels) -> pl.DataFrame:
+def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.DataFrame:
     nv_rows = nvc.select(
         "device_id",
         source=pl.lit("nvtx"),
@@ -466,7 +468,9 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels) -> pl.DataFrame:
         src = "graph" if r["rank"] == 2 else "kernel"
         conf[r["device_id"]] = (
             steps_mod.confidence(r["rank"], r["reg"], r["members"], src),
-            steps_mod.evidence_text(r["rank"], r["marks"], r["host"], r["members"]),
+            steps_mod.evidence_text(
+                r["rank"], r["marks"], r["host"], r["members"], r["n"], *two_models.get(r["device_id"], ())
+            ),
         )
     for d in nv_pick["device_id"].to_list():
         conf[d] = ("high", "the program's NVTX ranges mark the steps")

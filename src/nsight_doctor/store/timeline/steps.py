@@ -25,7 +25,8 @@ the model. Candidates, per GPU:
   no step's own kernel by name (beam search reorders each layer's KV cache with the embedding's
   index_select). Where the embedding lookup wins, a top-k level up to NEAR_LEVEL finer with a
   round trip in every period holds every pass: the prompts' passes looked their tokens up with
-  another kernel (beam search ranks its beams with a top-k in each pass).
+  another kernel (beam search ranks its beams with a top-k in each pass). Where two models take
+  turns (speculative decoding), the rarer one's lookups mark the steps: a round (rounds.py).
 Ranks of one job (GPUs running the same kernels over the same time) use one signature, the
 one chosen on the GPU with the strongest evidence, when it recurs on all of them.
 
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
+from nsight_doctor.store.timeline.rounds import rounds
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
 BURST_STRIDE = 2  # a launch this many operations after the previous one of its signature is in a burst
@@ -117,11 +119,11 @@ def key_id(key: pl.Expr) -> pl.Expr:
     return pl.when(key == "graph launch").then(pl.lit(GRAPH_KEY, pl.UInt64)).otherwise(kid)
 
 
-def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, tuple[int, float]]]:
     """Per GPU and signature (kernel signatures, and "graph launch"): occurrences, regularity
-    of the period and span; and the occurrences themselves. Occurrences are keyed by an
-    integer (kid: sorting two million strings cost a second); the signatures also by key, the
-    same in words."""
+    of the period and span; the occurrences themselves; and the rounds of two models
+    (rounds.py). Occurrences are keyed by an integer (kid: sorting two million strings cost a
+    second); the signatures also by key, the same in words."""
     dur = pl.col("end") - pl.col("start")
     total = seq.group_by("device_id").agg(
         total=pl.len(),
@@ -139,7 +141,9 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     burst = (pl.col("seq").diff() <= BURST_STRIDE).mean().over("device_id", "kid") > 0.5
     own = own.filter(~burst.fill_null(False))
     own = own.with_columns(sig=pl.col("kid"), kid=pl.struct("name_id", "dn_id").hash(NAME_SEED))
-    own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1).drop("sig")
+    own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1)
+    two, two_models = rounds(own, kern)
+    own = pl.concat([own.drop("sig"), two])
     graphs = seq.filter("graph_start").select(
         "device_id",
         "seq",
@@ -174,7 +178,7 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         span=(pl.col("last") - pl.col("first")) / pl.col("total"),
     )
     regular = (pl.col("reg") >= MIN_REG) | ((pl.col("kid") == GRAPH_KEY) & (pl.col("graph_share") >= GRAPH_SHARE))
-    return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ
+    return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ, two_models
 
 
 def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
@@ -267,7 +271,9 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
     return lv.join(anchors, on=["device_id", "level", "anchor"], how="left")
 
 
-def choose_level(lv: pl.DataFrame, part_counts: dict[int, int]) -> pl.DataFrame:
+def choose_level(
+    lv: pl.DataFrame, part_counts: dict[int, int], rounds_: dict[int, tuple[int, float]] | None = None
+) -> pl.DataFrame:
     """Per GPU, the level that wins (the module docstring): rank 3, else rank 2, the finest of
     them (for an embedding lookup's rank 3 without sampling, a top-k level up to NEAR_LEVEL
     finer, regular and with a round trip in 90% of its periods, instead); else the finest
@@ -276,7 +282,8 @@ def choose_level(lv: pl.DataFrame, part_counts: dict[int, int]) -> pl.DataFrame:
     whose count is a multiple (2 or more) of a coarser level's that holds a GEMM (a forward
     pass's own work, such as the vocabulary projection) is one of its parts, a layer.
     part_counts: per GPU, how often the program's NVTX ranges of one layer or block recur: a
-    step holds two or more."""
+    step holds two or more. rounds_: rounds.rounds() (where two models take turns, the rank-3 levels
+    finer than their rounds are one model's passes, not steps)."""
     rows = []
     for (device,), g in lv.group_by("device_id", maintain_order=True):
         cap = part_counts.get(device)
@@ -293,7 +300,11 @@ def choose_level(lv: pl.DataFrame, part_counts: dict[int, int]) -> pl.DataFrame:
             if top:
                 best = max(top, key=lambda r: (r["n"], r["reg"]))
                 break
-        if best is not None and best["rank"] == 3 and "sampling" not in best["marks"]:
+        n_rounds = (rounds_ or {}).get(device, (0, 0.0))[0]
+        in_rounds = [r for r in cands if r["rank"] == 3 and of_rounds(r["n"], n_rounds)]
+        if best is not None and best["rank"] == 3 and in_rounds:
+            best = max(in_rounds, key=lambda r: (r["n"], r["reg"]))
+        elif best is not None and best["rank"] == 3 and "sampling" not in best["marks"]:
             # Beam search ranks its beams with a top-k in every pass, where a prompt's pass
             # looks its tokens up with another kernel than a decode step's: the top-k's level,
             # a little finer than the embedding's, holds every pass.
@@ -339,7 +350,16 @@ def confidence(rank: int, reg: float, members: int, source: str) -> str:
     return "low"
 
 
-def evidence_text(rank: int, marks_: list[str], host: float, members: int) -> str:
+def of_rounds(n: int, n_rounds: int) -> bool:
+    """Whether a level that recurs n times is no finer than the rounds of two models."""
+    return n_rounds > 0 and n <= n_rounds * (1 + LEVEL_TOL) + 1
+
+
+def evidence_text(
+    rank: int, marks_: list[str], host: float, members: int, n: int = 0, n_rounds: int = 0, others: float = 0.0
+) -> str:
+    """n: the level's count; n_rounds, others: where two models take turns (rounds.py), the
+    rounds and the other model's passes per round."""
     bits = []
     named = {
         "embedding": "the token embedding lookup",
@@ -355,6 +375,11 @@ def evidence_text(rank: int, marks_: list[str], host: float, members: int) -> st
     text = "once per period: " + ", ".join(bits) if bits else "a regular period with no step marker"
     if members > 1:
         text += f"; {members} signatures recur with it"
+    if rank == 3 and of_rounds(n, n_rounds):
+        text += (
+            f"; a round of two models: one pass of one and {others:.1f} of the other (speculative"
+            " decoding: a draft model's proposals, checked in one pass of the target)"
+        )
     return text
 
 

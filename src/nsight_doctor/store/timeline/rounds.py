@@ -1,0 +1,65 @@
+"""Rounds of two models that take turns on one GPU: speculative decoding, where a draft model
+proposes tokens in passes of its own and the target checks them in one pass. A step of such a
+loop is a round (steps.py), not each model's pass: the other model's passes are part of it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# One model's passes this many times longer than another's (in operations, from one embedding
+# lookup to the next): two models. A model's prompt passes and decode passes differ by 30% at
+# most on every sample; a draft model has a fraction of its target's layers.
+MODEL_PASS_RATIO = 2.0
+ROUND_SEED = 11  # (the hash of a round's signature)
+
+
+def rounds(own: pl.DataFrame, kern: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, tuple[int, float]]]:
+    """Where a GPU's embedding lookup serves two models that take turns, one's passes between
+    runs of the other's (speculative decoding: a draft model proposes tokens, the target checks
+    them in one pass): the rarer model's lookups as one more signature (ROUND_SEED), and per
+    GPU the rounds' count and the other model's passes per round.
+
+    own: the step kernels' launches signed by name (kid), with their launch signatures (sig);
+    kern: every kernel launch (seq, category).
+    The launch dimensions tell the passes apart, and their length (operations to the next
+    lookup) the models: one model's prompts and decode steps are within MODEL_PASS_RATIO. A
+    lookup of a dimension seen less than 3 times (a prompt's) goes by its own pass's length.
+    Each model's passes pick a token (a sampling kernel in 90% of them: T5's decoder looks up
+    its position bias too, 33 operations before its tokens), and each round holds a pass of the
+    other model (90% of them)."""
+    emb = own.filter(pl.col("category").cast(pl.String) == "embedding").sort(["device_id", "kid", "seq"])
+    if emb.height == 0:
+        return own.drop("sig").clear(), {}
+    emb = emb.with_columns(length=pl.col("seq").shift(-1).over("device_id", "kid") - pl.col("seq"))
+    # (whether a pass picks a token: the first sampling launch at or after its lookup comes
+    # before the next lookup)
+    picks = kern.lazy().filter(pl.col("category") == "sampling").select("device_id", pick="seq").collect()
+    emb = emb.sort("seq").join_asof(
+        picks.sort("pick"), left_on="seq", right_on="pick", by="device_id", strategy="forward", check_sortedness=False
+    )
+    emb = emb.with_columns(sampled=pl.col("pick") < pl.col("seq") + pl.col("length")).drop("pick")
+    per_sig = emb.group_by("device_id", "kid", "sig").agg(
+        n=pl.len(), length=pl.col("length").median(), sampled=pl.col("sampled").mean()
+    )
+    per_sig = per_sig.filter((pl.col("n") >= 3) & (pl.col("sampled") >= 0.9)).with_columns(
+        long=pl.col("length") >= MODEL_PASS_RATIO * pl.col("length").min().over("device_id", "kid")
+    )
+    extra, out = [], {}
+    for (device, kid), g in per_sig.group_by("device_id", "kid", maintain_order=True):
+        if g["long"].all() or not g["long"].any():
+            continue
+        # (between the two models' typical passes, for a lookup of a rare dimension)
+        cut = (g.filter("long")["length"].min() * g.filter(~pl.col("long"))["length"].max()) ** 0.5  # type: ignore[operator]
+        seq = emb.filter((pl.col("device_id") == device) & (pl.col("kid") == kid))
+        seq = seq.join(g.select("sig", "long"), on="sig", how="left")
+        seq = seq.with_columns(long=pl.coalesce("long", pl.col("length") >= cut).fill_null(False))
+        n_long = int(seq["long"].sum())
+        rare = seq.filter(pl.col("long") == (n_long <= seq.height - n_long)).drop("sampled")
+        # (the other model's lookups in each round, between one rare pass and the next)
+        per_round = seq.with_columns(r=pl.col("seq").is_in(rare["seq"].implode()).cum_sum())
+        per_round = per_round.filter(pl.col("r") > 0).group_by("r").agg(others=pl.len() - 1).sort("r").head(-1)
+        if per_round.height >= 3 and (per_round["others"] >= 1).mean() >= 0.9:  # type: ignore[operator]
+            extra.append(rare.drop("length", "long", "sig").with_columns(kid=pl.col("kid").hash(ROUND_SEED)))
+            out[device] = (rare.height, (seq.height - rare.height) / rare.height)
+    return (pl.concat(extra) if extra else own.drop("sig").clear()), out
