@@ -4,8 +4,10 @@ gaps in which code was built: the CPU compiling it), named from the capture's sa
 ranges. Each gap's time goes to its larger part of the two (idle_code.part).
 
 - python: Python samples (nsys --python-sampling) of the launching thread taken in those
-  stretches, by the innermost frame (function, file, line) and the innermost frame in the
-  program's own files (its caller, when the innermost one is in a library);
+  stretches, by the innermost frame (function, file, line), the innermost frame in the
+  program's own files (its caller, when the innermost one is in a library), and the library
+  call that caller made (its entry: `generate`, or the DataLoader's `__next__` wherever one
+  is on the stack, so that a wait in `threading` is told to be the loop waiting for a batch);
 - native: CPU IP samples (nsys --sample) of the thread there, by the innermost resolved frame
   outside the Python interpreter, the C library and the profiler's own libraries;
 - nvtx: the program's innermost NVTX range open on the thread (or its process) at each gap's
@@ -29,6 +31,14 @@ from nsight_doctor.store.timeline.load import SHORT_CPU_NS
 
 MIN_SAMPLES = 10
 LIBRARY_FILE = re.compile(r"site-packages|dist-packages|/lib/python[0-9.]+/|^<frozen|^<string>")
+# Frames that only pass a call on (decorators, nn.Module's call plumbing): no library call's name.
+WRAPPER_FILE = re.compile(
+    r"torch/utils/_contextlib\.py$|/contextlib\.py$|/functools\.py$|torch/nn/modules/module\.py$|"
+    r"torch/_dynamo/eval_frame\.py$|torch/_compile\.py$"
+)
+# A data loader's own frames (PyTorch's, and Accelerate's around it: Trainer): the loop waiting
+# for its next batch, wherever its own code called it from.
+LOADER_FILE = re.compile(r"torch/utils/data/dataloader\.py$|accelerate/data_loader\.py$")
 RUNTIME_MODULE = r"(?i)(^|/)(lib)?python[0-9.]*|libc\.so|libc-|ld-linux|\[vdso\]|libpthread|libstdc\+\+"
 # The profiler's own code (its injection libraries, CUPTI), and frames it could not resolve.
 PROFILER_MODULE = r"(?i)ToolsInjection|libcupti|libnvtx|nsys|QuadD"
@@ -57,6 +67,7 @@ def idle_code(
             "name": pl.String(),
             "location": pl.String(),
             "caller": pl.String(),
+            "entry": pl.String(),
             "samples": pl.Int64(),
             "ns": pl.Float64(),
             "share_pct": pl.Float64(),
@@ -82,7 +93,13 @@ def idle_code(
     if "samples" in out.columns:
         sampled = pl.col("samples").sum().over("device_id", "part", "source")
         out = out.filter(pl.col("samples").is_null() | (sampled >= MIN_SAMPLES))
-    for c, t in (("ns", pl.Float64), ("samples", pl.Int64), ("caller", pl.String), ("location", pl.String)):
+    for c, t in (
+        ("ns", pl.Float64),
+        ("samples", pl.Int64),
+        ("caller", pl.String),
+        ("entry", pl.String),
+        ("location", pl.String),
+    ):
         if c not in out.columns:
             out = out.with_columns(pl.lit(None, t).alias(c))
     # Sampled rows: their share of the GPU's sampled stretches, as a share of its cpu time.
@@ -139,13 +156,36 @@ def _python(g, calls, samples, frames, strings) -> pl.DataFrame:
         f.filter("own")
         .sort(["sample_id", "depth"])
         .unique("sample_id", keep="first")
-        .select("sample_id", caller=pl.col("function") + " (" + pl.col("where") + ")")
+        .select("sample_id", "depth", caller=pl.col("function") + " (" + pl.col("where") + ")")
     )
-    leaf = leaf.join(own, on="sample_id", how="left").with_columns(
-        caller=pl.when(pl.col("leaf_own")).then(None).otherwise(pl.col("caller"))
+    # (the library call the caller made, by its path inside the library: the outermost
+    # DataLoader frame when one is on the stack, else the outermost frame below the caller that
+    # is no wrapper, else the one right below it)
+    inside = pl.col("file").fill_null("?").str.replace(r"^.*(site|dist)-packages/", "")
+    called = f.join(own.select("sample_id", below=pl.col("depth") - 1), on="sample_id")
+    file = pl.col("file").fill_null("")
+    called = called.filter(pl.col("depth") <= pl.col("below")).with_columns(
+        kind=pl.when(file.str.contains(LOADER_FILE.pattern))
+        .then(0)
+        .when(~file.str.contains(WRAPPER_FILE.pattern) | (pl.col("depth") == 0))
+        .then(1)
+        .otherwise(2)
+    )
+    called = (
+        called.sort(["sample_id", "kind", "depth"], descending=[False, False, True])
+        .unique("sample_id", keep="first")
+        .select("sample_id", entry=pl.col("function") + " (" + inside + ":" + pl.col("line").cast(pl.String) + ")")
+    )
+    leaf = (
+        leaf.join(own.drop("depth"), on="sample_id", how="left")
+        .join(called, on="sample_id", how="left")
+        .with_columns(
+            caller=pl.when(pl.col("leaf_own")).then(None).otherwise(pl.col("caller")),
+            entry=pl.when(pl.col("leaf_own")).then(None).otherwise(pl.col("entry")),
+        )
     )
     return (
-        leaf.group_by("device_id", "part", "name", "location", "caller")
+        leaf.group_by("device_id", "part", "name", "location", "caller", "entry")
         .agg(samples=pl.len())
         .with_columns(source=pl.lit("python"))
     )
