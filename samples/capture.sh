@@ -21,7 +21,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # first of them alone; probes3: three blind probes (beam search, n-gram
                 # blocking with CPU and Python samples, Inductor without CUDA graphs; one GPU);
                 # probes4: assisted generation and a lightly loaded server (one GPU); probes5:
-                # assisted generation with transformers' drafting defaults (one GPU)
+                # assisted generation with transformers' drafting defaults (one GPU); probes6: a
+                # training loop bound by its DataLoader, with CPU and Python samples (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -304,6 +305,12 @@ probe5_series() {
   probe_capture hf_assisted_defaults range $W/probe.py assisted --batch 1 --new-tokens 64 --hf-defaults
 }
 
+# A training loop fed by a DataLoader too slow for its GPU, with CPU and Python samples
+# (2026-12-05, sixth series).
+probe6_series() {
+  probe_capture train_loader sampled $W/probe.py loader --batch 64 --iters 40 --workers 2 --item-ms 0.5
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -316,6 +323,8 @@ elif [ "$MODE" = probes4 ]; then
   probe4_series
 elif [ "$MODE" = probes5 ]; then
   probe5_series
+elif [ "$MODE" = probes6 ]; then
+  probe6_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

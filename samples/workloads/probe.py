@@ -30,10 +30,14 @@ The next three run their calls between cudaProfilerStart/Stop (after warm-up), n
   server waiting for its next request, asleep in the OS).
 - `compiled --mode default`: the `compiled` probe with Inductor's kernels launched one by one
   (no CUDA graphs).
+- `loader`: the `cnn` network trained on images that a DataLoader's worker processes make on
+  the CPU (`--item-ms` of work per image), too slowly for the GPU; pinned memory, the loss read
+  back each iteration. Warm-up iterations, then `--iters` in the capture range; no NVTX.
 """
 
 import argparse
 import json
+import time
 
 import torch
 
@@ -254,7 +258,7 @@ def run_server(a):
     report({"workload": "server", "think_ms": thinks[1:], **facts})
 
 
-def run_cnn(a):
+def small_cnn():
     import torch.nn as nn
 
     torch.manual_seed(0)
@@ -263,8 +267,62 @@ def run_cnn(a):
         return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
                              nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
 
-    net = nn.Sequential(block(3, 64, 1), block(64, 128, 2), block(128, 256, 2), block(256, 512, 2),
-                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 100)).cuda()
+    return nn.Sequential(block(3, 64, 1), block(64, 128, 2), block(128, 256, 2), block(256, 512, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 100)).cuda()
+
+
+class SlowImages(torch.utils.data.Dataset):
+    """64x64 images, each made with item_ms of CPU work (decoding and augmenting, in a real loader)."""
+
+    def __init__(self, item_ms):
+        self.item_ms = item_ms
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        x = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(i))
+        end = time.perf_counter() + self.item_ms / 1e3
+        while time.perf_counter() < end:
+            x = (x * 1.0001).clamp_(0, 1)
+        return x, i % 100
+
+
+def run_loader(a):
+    import torch.nn as nn
+
+    net = small_cnn()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = torch.utils.data.DataLoader(SlowImages(a.item_ms), batch_size=a.batch, num_workers=a.workers,
+                                         pin_memory=True)
+    batches = iter(loader)
+
+    def step():
+        x, y = next(batches)
+        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+        loss = loss_fn(net(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()  # the loop logs its loss: a sync per iteration
+
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for _ in range(a.iters):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    report({"workload": "loader", "iterations": a.iters, "warmup": a.warmup, "batch": a.batch,
+            "workers": a.workers, "item_ms": a.item_ms})
+
+
+def run_cnn(a):
+    import torch.nn as nn
+
+    net = small_cnn()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(a.batch, 3, 64, 64, device="cuda")
@@ -310,10 +368,16 @@ def main(argv=None):
     c = sub.add_parser("cnn")
     c.add_argument("--batch", type=int, default=64)
     c.add_argument("--iters", type=int, default=40)
+    d = sub.add_parser("loader")
+    d.add_argument("--batch", type=int, default=64)
+    d.add_argument("--iters", type=int, default=40)
+    d.add_argument("--warmup", type=int, default=8)
+    d.add_argument("--workers", type=int, default=2)
+    d.add_argument("--item-ms", type=float, default=0.5)
     a = p.parse_args(argv)
     runs = {"qwen": run_qwen, "nested": run_nested, "cnn": run_cnn, "compiled": run_compiled, "bigbatch": run_bigbatch,
             "t5": run_t5, "beam": run_beam, "ngram": run_ngram,
-            "assisted": run_assisted, "server": run_server}
+            "assisted": run_assisted, "server": run_server, "loader": run_loader}
     runs[a.cmd](a)
 
 
