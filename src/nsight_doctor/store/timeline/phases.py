@@ -29,18 +29,17 @@ def llm_devices(
     an environment variable's name, or by that and steps that are CUDA graph replays), an NVTX
     range names the step kind, the steps are token-shaped (each holds sampling or a token
     embedding lookup: token_steps), or the steps' kernels hold attention (fused or unfused) or
-    an embedding lookup, and GEMMs, and no backward pass or optimizer (training)."""
+    an embedding lookup, and GEMMs; and in every case, no backward pass or optimizer (training:
+    transformers' Trainer is detected as transformers too)."""
     devices = set(steps["device_id"].unique().to_list()) if steps.height else set()
-    if framework in LLM_FRAMEWORKS:
-        if not (evidence or "environment").startswith("environment"):
-            return devices
-        token_steps = token_steps | graph_steps
     hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
     k = (
         ops.select("device_id", "start", "kind", "name_id", "category")
         .filter(pl.col("kind") == KERNEL)
         .join(steps.group_by("device_id").agg(s0=pl.col("start").min(), s1=pl.col("end").max()), on="device_id")
         .filter((pl.col("start") >= pl.col("s0")) & (pl.col("start") < pl.col("s1")))
+        .select("device_id", "name_id", "category")
+        .unique()  # (the names' test on each distinct kernel, not on millions of launches)
     )
     k = k.join(names.rename({"id": "name_id", "value": "kname"}), on="name_id", how="left")
     cat = pl.col("category").cast(pl.String)
@@ -50,6 +49,10 @@ def llm_devices(
         training=pl.col("kname").fill_null("").str.contains(TRAINING).any(),
     )
     training = set(per.filter("training")["device_id"].to_list())
+    if framework in LLM_FRAMEWORKS:
+        if not (evidence or "environment").startswith("environment"):
+            return devices - training
+        token_steps = token_steps | graph_steps
     found = set(per.filter(pl.col("forward") & pl.col("gemm"))["device_id"].to_list())
     return devices & ((found | hinted | token_steps) - training)
 

@@ -1,7 +1,9 @@
 -- advice: what to do about each problem, in the terms of the framework that produced the
 -- profile (store/advice.yaml; docs/advice.md lists it all). The framework's own text applies
 -- when the profile looks like a model loop (its steady state has steps); otherwise, and for an
--- unknown framework, the generic text. The topics on how to capture (capture-*) follow the
+-- unknown framework, the generic text. transformers' text speaks of generate() and serving: where
+-- no step is an LLM pass (no prefill, decode or mixed phase: a Trainer's training loop, an
+-- encoder), PyTorch's applies. The topics on how to capture (capture-*) follow the
 -- profiler that made the inputs instead: nsys, nvprof or ncu. A table, made once when the
 -- store is built: most rules read it, some several times, and the framework behind it costs
 -- a scan of the kernel names.
@@ -17,7 +19,11 @@
 CREATE TABLE advice AS
 WITH f AS (
     -- (nvFuser runs under PyTorch: its text is PyTorch's)
-    SELECT CASE WHEN (SELECT count(*) FROM steps) = 0 THEN 'generic' WHEN name = 'nvfuser' THEN 'pytorch' ELSE name END AS fw
+    SELECT CASE WHEN (SELECT count(*) FROM steps) = 0 THEN 'generic'
+                WHEN name = 'nvfuser' THEN 'pytorch'
+                WHEN name = 'transformers' AND NOT EXISTS (SELECT 1 FROM phases WHERE name IN ('prefill', 'decode', 'mixed'))
+                THEN 'pytorch'
+                ELSE name END AS fw
     FROM framework
 ), t AS (
     -- nvprof when an input came from it, else ncu when every input is a Nsight Compute report,

@@ -39,15 +39,18 @@ WITH cmd AS (
     SELECT DISTINCT coalesce(
         nullif(regexp_extract(path, '[/\\](?:site|dist)-packages[/\\](vllm|sglang|tensorrt_llm)[/\\]', 1), ''),
         nullif(regexp_extract(path, '[/\\](vllm|sglang|tensorrt_llm)[/\\](?:v1|engine|entrypoints|model_executor|worker|srt|_torch|executor)[/\\]', 1), ''),
-        CASE WHEN regexp_matches(path, '[/\\]transformers[/\\]generation[/\\]') THEN 'transformers' END) AS pkg
+        CASE WHEN regexp_matches(path, '[/\\]transformers[/\\]generation[/\\]') THEN 'transformers'
+             WHEN regexp_matches(path, '[/\\]transformers[/\\]trainer\.py$') THEN 'transformers-trainer' END) AS pkg
     FROM files
 ), signals(name, strength, evidence) AS (
     SELECT 'vllm', 3, 'command line: vllm' FROM cmd WHERE regexp_matches(lower(command), '(^|[ /])vllm([ ./]|$)|vllm\.entrypoints|-m vllm')
     UNION ALL SELECT 'sglang', 3, 'command line: sglang' FROM cmd WHERE regexp_matches(lower(command), 'sglang')
     UNION ALL SELECT 'tensorrt-llm', 3, 'command line: trtllm' FROM cmd WHERE regexp_matches(lower(command), 'trtllm|tensorrt_llm|tensorrt-llm')
     UNION ALL SELECT 'transformers', 3, 'command line: transformers' FROM cmd WHERE regexp_matches(lower(command), 'transformers')
-    UNION ALL SELECT replace(pkg, '_', '-'), CASE pkg WHEN 'transformers' THEN 2 ELSE 3 END,
-        'Python samples: ' || CASE pkg WHEN 'transformers' THEN 'transformers generate()' ELSE pkg || ' code' END
+    UNION ALL SELECT CASE WHEN starts_with(pkg, 'transformers') THEN 'transformers' ELSE replace(pkg, '_', '-') END,
+        CASE WHEN starts_with(pkg, 'transformers') THEN 2 ELSE 3 END,
+        'Python samples: ' || CASE pkg WHEN 'transformers' THEN 'transformers generate()'
+                                       WHEN 'transformers-trainer' THEN 'transformers Trainer' ELSE pkg || ' code' END
         FROM py WHERE pkg IS NOT NULL
     UNION ALL SELECT 'vllm', 3, 'NVTX ranges: execute_context_...' FROM nv WHERE starts_with(text, 'execute_context_') OR starts_with(text, 'gpu_model_runner: ') HAVING count(*) > 0
     UNION ALL SELECT 'sglang', 3, 'NVTX ranges: scheduler.*' FROM nv WHERE starts_with(text, 'scheduler.run_batch') HAVING count(*) > 0
