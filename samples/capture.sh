@@ -22,7 +22,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # blocking with CPU and Python samples, Inductor without CUDA graphs; one GPU);
                 # probes4: assisted generation and a lightly loaded server (one GPU); probes5:
                 # assisted generation with transformers' drafting defaults (one GPU); probes6: a
-                # training loop bound by its DataLoader, with CPU and Python samples (one GPU)
+                # training loop bound by its DataLoader, with CPU and Python samples (one GPU);
+                # probes7: the same under HF Trainer (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -311,6 +312,12 @@ probe6_series() {
   probe_capture train_loader sampled $W/probe.py loader --batch 64 --iters 40 --workers 2 --item-ms 0.5
 }
 
+# The same class under HF Trainer (Accelerate's DataLoader around PyTorch's), 2026-12-05.
+probe7_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_trainer_loader sampled $W/probe.py trainer --batch 8 --iters 30 --workers 2 --item-ms 4
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -325,6 +332,8 @@ elif [ "$MODE" = probes5 ]; then
   probe5_series
 elif [ "$MODE" = probes6 ]; then
   probe6_series
+elif [ "$MODE" = probes7 ]; then
+  probe7_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

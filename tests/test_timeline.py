@@ -84,6 +84,7 @@ COUNTS = {
     "hf_server": "forwards",  # batch-1 requests after sleeps: the sleeps are between steps
     "hf_assisted_defaults": "forwards",  # speculative decoding, one draft pass a round: rounds, not passes
     "train_loader": "iterations",  # training that waits for its DataLoader, its backward on autograd's thread
+    "hf_trainer_loader": "iterations",  # HF Trainer: a training step per step, its DataLoader keeping up
 }
 
 
@@ -587,6 +588,30 @@ def test_a_loop_waiting_for_its_dataloader_is_told_so(tmp_path):
     assert {p.name for p in d.summary.phases if p.steps} == {"steady"}
 
 
+def test_a_trainer_whose_loader_keeps_up_gets_training_advice_not_generate_advice(tmp_path):
+    """hf_trainer_loader: HF Trainer, its DataLoader keeping up (SQL: 5 of the main thread's 696
+    Python samples in the GPU's idle time are in a DataLoader). No DataLoader claim; and a
+    training loop under transformers gets PyTorch's advice, not that for generate() and serving
+    engines (it did before). Python's <genexpr> frames are named so, not HTML-escaped."""
+    src = unxz(export_of("hf_trainer_loader"), tmp_path)
+    con = oracle.open_export(src)
+    (escaped,) = con.execute("SELECT count(*) FROM x.StringIds WHERE value = '&lt;genexpr&gt;'").fetchone()
+    assert escaped == 1
+    d = diagnosis("hf_trainer_loader")
+    assert d.summary.framework.name == "transformers"
+    assert "Python samples: transformers Trainer" in (d.summary.framework.evidence or "")
+    assert {p.name for p in d.summary.phases if p.steps} == {"steady"}
+    top = d.findings[0]
+    assert top.rule_id == "launch-bound"
+    assert "torch.cuda.CUDAGraph" in top.recommendation
+    for f in d.findings:
+        assert "generate" not in f.recommendation and "vLLM" not in f.recommendation, f.rule_id
+        assert "DataLoader" not in f.title
+        assert "&lt;" not in f.message
+    idle = next(f for f in d.findings if f.rule_id == "gpu-idle")
+    assert idle.evidence["loader_pct"] < 5
+
+
 def test_compiles_inside_every_step_are_named():
     d = diagnosis("hf_requests")
     top = d.findings[0]
@@ -670,6 +695,7 @@ def test_each_request_of_an_encoder_decoder_begins_with_its_prefill_the_first_to
 PASS_MARKERS = {
     "hf_server": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "train_loader": ("nll_loss_forward_reduce_cuda_kernel_2d", (1, 1, 1)),
+    "hf_trainer_loader": ("nll_loss_forward_reduce_cuda_kernel_2d", (1, 1, 1)),
 }
 
 

@@ -33,6 +33,9 @@ The next three run their calls between cudaProfilerStart/Stop (after warm-up), n
 - `loader`: the `cnn` network trained on images that a DataLoader's worker processes make on
   the CPU (`--item-ms` of work per image), too slowly for the GPU; pinned memory, the loss read
   back each iteration. Warm-up iterations, then `--iters` in the capture range; no NVTX.
+- `trainer`: HF `Trainer` fine-tuning a small Llama shape from a dataset whose items cost
+  `--item-ms` of CPU each, `dataloader_num_workers` workers; a callback brackets `--iters`
+  steps with cudaProfilerStart/Stop.
 """
 
 import argparse
@@ -319,6 +322,51 @@ def run_loader(a):
             "workers": a.workers, "item_ms": a.item_ms})
 
 
+class SlowTokens(torch.utils.data.Dataset):
+    """Token sequences, each made with item_ms of CPU work (tokenizing on the fly, in a real loader)."""
+
+    def __init__(self, item_ms, seq_len, vocab):
+        self.item_ms, self.seq_len, self.vocab = item_ms, seq_len, vocab
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        ids = torch.randint(0, self.vocab, (self.seq_len,), generator=torch.Generator().manual_seed(i))
+        end = time.perf_counter() + self.item_ms / 1e3
+        while time.perf_counter() < end:
+            ids = ids.flip(0)
+        return {"input_ids": ids, "labels": ids.clone()}
+
+
+def run_trainer(a):
+    """HF Trainer fine-tuning a small Llama (fp32 weights, bf16 autocast) from a dataset whose
+    items cost a.item_ms of CPU each; the capture range is steps a.warmup to a.warmup + a.iters
+    (a callback)."""
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    model, _ = llama_model(a.layers)
+    model = model.float().train()
+
+    class Range(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            if state.global_step == a.warmup:
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == a.warmup + a.iters:
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
+
+    args = TrainingArguments(output_dir="/tmp/trainer_probe", per_device_train_batch_size=a.batch,
+                             max_steps=a.warmup + a.iters + 2, bf16=True, logging_steps=10, save_strategy="no",
+                             report_to=[], dataloader_num_workers=a.workers, disable_tqdm=True)
+    Trainer(model=model, args=args, train_dataset=SlowTokens(a.item_ms, a.seq_len, 32000), callbacks=[Range()]).train()
+    report({"workload": "trainer", "iterations": a.iters, "warmup": a.warmup, "batch": a.batch,
+            "workers": a.workers, "item_ms": a.item_ms, "seq_len": a.seq_len, "layers": a.layers})
+
+
 def run_cnn(a):
     import torch.nn as nn
 
@@ -374,10 +422,19 @@ def main(argv=None):
     d.add_argument("--warmup", type=int, default=8)
     d.add_argument("--workers", type=int, default=2)
     d.add_argument("--item-ms", type=float, default=0.5)
+    t = sub.add_parser("trainer")
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--iters", type=int, default=30)
+    t.add_argument("--warmup", type=int, default=6)
+    t.add_argument("--workers", type=int, default=2)
+    t.add_argument("--item-ms", type=float, default=4.0)
+    t.add_argument("--seq-len", type=int, default=256)
+    t.add_argument("--layers", type=int, default=4)
     a = p.parse_args(argv)
     runs = {"qwen": run_qwen, "nested": run_nested, "cnn": run_cnn, "compiled": run_compiled, "bigbatch": run_bigbatch,
             "t5": run_t5, "beam": run_beam, "ngram": run_ngram,
-            "assisted": run_assisted, "server": run_server, "loader": run_loader}
+            "assisted": run_assisted, "server": run_server, "loader": run_loader,
+            "trainer": run_trainer}
     runs[a.cmd](a)
 
 
