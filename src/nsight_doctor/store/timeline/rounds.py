@@ -51,15 +51,15 @@ def rounds(own: pl.DataFrame, kern: pl.DataFrame) -> tuple[pl.DataFrame, dict[in
             continue
         # (between the two models' typical passes, for a lookup of a rare dimension)
         cut = (g.filter("long")["length"].min() * g.filter(~pl.col("long"))["length"].max()) ** 0.5  # type: ignore[operator]
-        seq = emb.filter((pl.col("device_id") == device) & (pl.col("kid") == kid))
-        seq = seq.join(g.select("sig", "long"), on="sig", how="left")
-        seq = seq.with_columns(long=pl.coalesce("long", pl.col("length") >= cut).fill_null(False))
-        n_long = int(seq["long"].sum())
-        rare = seq.filter(pl.col("long") == (n_long <= seq.height - n_long)).drop("sampled")
+        lookups = emb.filter((pl.col("device_id") == device) & (pl.col("kid") == kid))
+        lookups = lookups.join(g.select("sig", "long"), on="sig", how="left")
+        lookups = lookups.with_columns(long=pl.coalesce("long", pl.col("length") >= cut).fill_null(False))
+        n_long = int(lookups["long"].sum())
+        rare = lookups.filter(pl.col("long") == (n_long <= lookups.height - n_long)).drop("sampled")
         # (the other model's lookups in each round, between one rare pass and the next)
-        per_round = seq.with_columns(r=pl.col("seq").is_in(rare["seq"].implode()).cum_sum())
+        per_round = lookups.with_columns(r=pl.col("seq").is_in(rare["seq"].implode()).cum_sum())
         per_round = per_round.filter(pl.col("r") > 0).group_by("r").agg(others=pl.len() - 1).sort("r").head(-1)
         if per_round.height >= 3 and (per_round["others"] >= 1).mean() >= 0.9:  # type: ignore[operator]
             extra.append(rare.drop("length", "long", "sig").with_columns(kid=pl.col("kid").hash(ROUND_SEED)))
-            out[device] = (rare.height, (seq.height - rare.height) / rare.height)
+            out[device] = (rare.height, (lookups.height - rare.height) / rare.height)
     return (pl.concat(extra) if extra else own.drop("sig").clear()), out
