@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import re
 import shutil
 import sqlite3
 import statistics
@@ -586,6 +587,12 @@ def test_a_loop_waiting_for_its_dataloader_is_told_so(tmp_path):
     assert "in __next__ (torch/utils/data/dataloader.py:" in top.message
     assert "`num_workers`" in top.recommendation
     assert {p.name for p in d.summary.phases if p.steps} == {"steady"}
+    # the summary's line names the library call too
+    from nsight_doctor.render import text
+
+    assert d.summary.steady_gpus[0].idle_code[0].entry == "__next__ (torch/utils/data/dataloader.py:741)"
+    line = " ".join(text.render(d).split())
+    assert re.search(r"\d+% wait \(threading\.py:\d+\) in __next__ \(torch/utils/data/", line)
 
 
 def test_a_trainer_whose_loader_keeps_up_gets_training_advice_not_generate_advice(tmp_path):

@@ -169,6 +169,8 @@ def step_rows(s: Summary) -> Rows:
             named = "; ".join(
                 f"{pct(c.share_pct)} {clip(c.name or '?')}"
                 + (f" ({c.location})" if c.location and c.source != "nvtx" else "")
+                # (the library call it was in, where that is not the frame itself)
+                + (f" in {clip(c.entry)}" if c.entry and not c.entry.startswith(f"{c.name} (") else "")
                 + (" (NVTX range)" if c.source == "nvtx" else "")
                 for c in top
             )

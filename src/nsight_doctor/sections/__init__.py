@@ -364,6 +364,7 @@ class IdleCode(PerGpu):
     name: str | None
     location: str | None
     caller: str | None
+    entry: str | None
     samples: int | None
     ns: float
     share_pct: float | None
