@@ -599,11 +599,25 @@ def test_a_trainer_whose_loader_keeps_up_gets_training_advice_not_generate_advic
     """hf_trainer_loader: HF Trainer, its DataLoader keeping up (SQL: 5 of the main thread's 696
     Python samples in the GPU's idle time are in a DataLoader). No DataLoader claim; and a
     training loop under transformers gets PyTorch's advice, not that for generate() and serving
-    engines (it did before). Python's <genexpr> frames are named so, not HTML-escaped."""
+    engines (it did before). Python's <genexpr> frames are named so, not HTML-escaped, and a
+    frozen module's frames (`&lt;frozen os&gt;` in the export) are a library's, not the
+    program's: they have the program's caller."""
     src = unxz(export_of("hf_trainer_loader"), tmp_path)
     con = oracle.open_export(src)
-    (escaped,) = con.execute("SELECT count(*) FROM x.StringIds WHERE value = '&lt;genexpr&gt;'").fetchone()
-    assert escaped == 1
+    (escaped,) = con.execute(
+        "SELECT count(*) FROM x.StringIds WHERE value IN ('&lt;genexpr&gt;', '&lt;frozen os&gt;')"
+    ).fetchone()
+    assert escaped == 2
+    built = store.build([src])
+    try:
+        rows = (
+            built.connect().execute("SELECT name, location, caller FROM idle_code WHERE source = 'python'").fetchall()
+        )
+    finally:
+        built.close()
+    assert not [r for r in rows if "&lt;" in r[0] + r[1]]
+    frozen = [r for r in rows if r[1].startswith("<frozen ")]
+    assert frozen and all(r[2] is not None for r in frozen)
     d = diagnosis("hf_trainer_loader")
     assert d.summary.framework.name == "transformers"
     assert "Python samples: transformers Trainer" in (d.summary.framework.evidence or "")

@@ -146,12 +146,14 @@ def _python(g, calls, samples, frames, strings) -> pl.DataFrame:
     f = frames.join(s.select("sample_id", "device_id", "part"), on="sample_id", how="inner")
     f = f.join(strings.rename({"id": "function_id", "value": "function"}), on="function_id", how="left")
     f = f.join(strings.rename({"id": "file_id", "value": "file"}), on="file_id", how="left")
-    # (nsys writes the frames' names HTML-escaped: "&lt;genexpr&gt;" is Python's <genexpr>)
+    # (nsys writes the frames' names and files HTML-escaped: "&lt;genexpr&gt;" is Python's
+    # <genexpr>, and "&lt;frozen os&gt;" a frozen module, a library's, not the program's)
     f = f.with_columns(
-        pl.col("function")
+        pl.col(c)
         .str.replace_all("&lt;", "<", literal=True)
         .str.replace_all("&gt;", ">", literal=True)
         .str.replace_all("&amp;", "&", literal=True)
+        for c in ("function", "file")
     )
     f = f.with_columns(own=~pl.col("file").fill_null("").str.contains(LIBRARY_FILE.pattern))
     where = pl.col("file").fill_null("?").str.split("/").list.last() + ":" + pl.col("line").cast(pl.String)
