@@ -212,17 +212,13 @@ def check_case(rule: Rule, case: dict[str, Any]) -> CaseResult:
     for key, want in (case.get("evidence") or {}).items():
         if key == "impact_ns":
             got = findings[0].impact_ns
-        elif key in ("title", "message", "recommendation"):
-            text = getattr(findings[0], key)
-            missing = [w for w in (want if isinstance(want, list) else [want]) if w not in text]
-            if missing:
-                return CaseResult(name, False, f"{key} lacks {missing}: {text!r}", findings)
-            continue
-        elif key in ("title_lacks", "message_lacks", "recommendation_lacks"):
-            text = getattr(findings[0], key.removesuffix("_lacks"))
-            found = [w for w in (want if isinstance(want, list) else [want]) if w in text]
-            if found:
-                return CaseResult(name, False, f"{key.removesuffix('_lacks')} has {found}: {text!r}", findings)
+        elif (field := key.removesuffix("_lacks")) in ("title", "message", "recommendation"):
+            # (the strings the text must hold, or with _lacks must not)
+            text = getattr(findings[0], field)
+            absent = key != field
+            wrong = [w for w in (want if isinstance(want, list) else [want]) if (w in text) == absent]
+            if wrong:
+                return CaseResult(name, False, f"{field} {'has' if absent else 'lacks'} {wrong}: {text!r}", findings)
             continue
         else:
             got = findings[0].evidence.get(key, "<missing>")
