@@ -23,7 +23,9 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # probes4: assisted generation and a lightly loaded server (one GPU); probes5:
                 # assisted generation with transformers' drafting defaults (one GPU); probes6: a
                 # training loop bound by its DataLoader, with CPU and Python samples (one GPU);
-                # probes7: the same under HF Trainer (one GPU)
+                # probes7: the same under HF Trainer (one GPU); probes8: three blind probes of
+                # workloads/probe2.py (latent diffusion, gradient accumulation, CPU-offloaded layers;
+                # one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -318,6 +320,14 @@ probe7_series() {
   probe_capture hf_trainer_loader sampled $W/probe.py trainer --batch 8 --iters 30 --workers 2 --item-ms 4
 }
 
+# Three blind probes of loops unlike the samples' (workloads/probe2.py), 2026-12-05.
+probe8_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture sd_diffusion range $W/probe2.py diffusion
+  probe_capture train_accum range $W/probe2.py accum
+  probe_capture hf_offload range $W/probe2.py offload
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -334,6 +344,8 @@ elif [ "$MODE" = probes6 ]; then
   probe6_series
 elif [ "$MODE" = probes7 ]; then
   probe7_series
+elif [ "$MODE" = probes8 ]; then
+  probe8_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
