@@ -86,6 +86,9 @@ COUNTS = {
     "hf_assisted_defaults": "forwards",  # speculative decoding, one draft pass a round: rounds, not passes
     "train_loader": "iterations",  # training that waits for its DataLoader, its backward on autograd's thread
     "hf_trainer_loader": "iterations",  # HF Trainer: a training step per step, its DataLoader keeping up
+    "sd_diffusion": "unet_passes",  # latent diffusion: a step per denoising pass, not per image
+    "train_accum": "micro_batches",  # gradient accumulation: a step per forward and backward
+    "hf_offload": "forwards",  # layers offloaded to the host: their uploads wait inside every pass
 }
 
 
@@ -633,6 +636,67 @@ def test_a_trainer_whose_loader_keeps_up_gets_training_advice_not_generate_advic
     assert idle.evidence["loader_pct"] < 5
 
 
+def test_a_diffusion_loop_has_a_step_per_denoising_pass_and_no_llm_phases(tmp_path):
+    """sd_diffusion: a UNet (convolutions, attention, GEMMs) run 30 times per image after a text
+    encoder's pass. A step per UNet pass, each holding one of the timestep embedding's arange
+    kernels (SQL over the export); the attention and GEMMs are not a language model's: no
+    prefill or decode, and no LLM serving advice."""
+    con = oracle.open_export(unxz(export_of("sd_diffusion"), tmp_path))
+    aranges = [
+        r[0]
+        for r in con.execute(
+            """SELECT k.start FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+               WHERE s.value = 'elementwise_kernel_with_index' ORDER BY k.start"""
+        ).fetchall()
+    ]
+    assert len(aranges) == facts("sd_diffusion")["unet_passes"] == 60
+    (steps,) = steps_of(export_of("sd_diffusion")).values()
+    assert [sum(s <= t < e for t in aranges) for _, s, e, *_ in steps] == [1] * 60
+    d = diagnosis("sd_diffusion")
+    assert not {p.name for p in d.summary.phases} & LLM_PHASES
+    top = d.findings[0]
+    assert top.rule_id == "launch-bound"
+    assert "static cache" not in top.recommendation and "vLLM" not in top.recommendation
+
+
+def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path):
+    """hf_offload: half of the layers live in host memory, and each waits for its weights'
+    upload (a pageable copy, then a synchronize) in every pass: the GPU's longest waits are
+    inside the pass. The steps still end where the host read the token back: each holds one
+    pass's lookup, its vocabulary projection and its argmax, in that order (SQL over the
+    export), and the phases are each call's prefill and its decodes."""
+    con = oracle.open_export(unxz(export_of("hf_offload"), tmp_path))
+
+    def starts(name: str, grid: tuple[int, int, int] | None = None) -> list[int]:
+        where = " AND k.gridX = ? AND k.gridY = ? AND k.gridZ = ?" if grid else ""
+        return [
+            r[0]
+            for r in con.execute(
+                f"""SELECT k.start FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+                    WHERE s.value = ?{where} ORDER BY k.start""",
+                (name, *(grid or ())),
+            ).fetchall()
+        ]
+
+    # (the decodes look their tokens up with indexSelectSmallIndex, the prompts with a gather)
+    lookups = sorted(starts("indexSelectSmallIndex") + starts("vectorized_gather_kernel", (256, 1, 1)))
+    heads = starts("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1))
+    (uploads,) = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1").fetchone()
+    n = facts("hf_offload")["forwards"]
+    assert len(lookups) == len(heads) == n == 32 and uploads > 10 * n
+    (steps,) = steps_of(export_of("hf_offload")).values()
+    assert len(steps) == n
+    for (_, s, e, *_), lookup, head in zip(steps, lookups, heads):
+        assert s <= lookup < head < e
+    d = diagnosis("hf_offload")
+    assert [(p.name, p.steps) for p in d.summary.phases if p.steps] == [
+        ("prefill", 1),
+        ("decode", 15),
+        ("prefill", 1),
+        ("decode", 15),
+    ]
+
+
 def test_compiles_inside_every_step_are_named():
     d = diagnosis("hf_requests")
     top = d.findings[0]
@@ -717,6 +781,9 @@ PASS_MARKERS = {
     "hf_server": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "train_loader": ("nll_loss_forward_reduce_cuda_kernel_2d", (1, 1, 1)),
     "hf_trainer_loader": ("nll_loss_forward_reduce_cuda_kernel_2d", (1, 1, 1)),
+    "train_accum": ("nll_loss_forward_reduce_cuda_kernel_2d", (1, 1, 1)),
+    "sd_diffusion": ("elementwise_kernel_with_index", (1, 1, 1)),  # the timestep's arange
+    "hf_offload": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
 }
 
 

@@ -27,7 +27,6 @@ from nsight_doctor.store.timeline.jobs import job_groups
 from nsight_doctor.store.timeline.load import (
     GRAPH,
     KERNEL,
-    MEMCPY,
     first_distinct,
     flatten,
     load_blocking,
@@ -87,15 +86,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
 
     # The steps first: the gaps are made a chunk at a time, each told the steps it lies in.
     seq = steps_mod.sequence(ops)
-    trips = pl.concat(
-        [
-            blocking.select("device_id", t="end"),
-            ops.filter((pl.col("kind") == MEMCPY) & pl.col("direction").is_in(["DtoH", "AtoH"])).select(
-                "device_id", t="end"
-            ),
-        ],
-        how="vertical_relaxed",
-    ).filter(pl.col("device_id").is_not_null())
+    trips = steps_mod.round_trips(ops, blocking)
     # (lazy, here and wherever most rows pass a filter: an eager filter copies every column)
     kernel_ns = (
         ops.lazy()

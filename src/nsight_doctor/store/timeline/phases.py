@@ -14,6 +14,11 @@ SOURCE = pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwi
 LLM_FRAMEWORKS = ["vllm", "sglang", "tensorrt-llm", "transformers"]
 BATCHING_ENGINES = ["vllm", "sglang", "tensorrt-llm"]
 TRAINING = r"(?i)backward|bwd|_grad|dgrad|wgrad|adam|optimizer|sgd_"
+# cuDNN's and PyTorch's 2-D/3-D convolutions (not cuDNN's SDPA, whose names say fprop too)
+CONVOLUTION = r"(?i)convolve|winograd|(fprop|dgrad|wgrad)_implicit_gemm|nhwckrsc|conv[23]d|convolution"
+# A GPU whose steady-state kernel time is this much convolutions runs a convolutional network
+# (a diffusion UNet, a CNN), not a language model, though it holds attention and GEMMs.
+CONV_SHARE = 0.1
 
 
 def llm_devices(
@@ -29,17 +34,19 @@ def llm_devices(
     an environment variable's name, or by that and steps that are CUDA graph replays), an NVTX
     range names the step kind, the steps are token-shaped (each holds sampling or a token
     embedding lookup: token_steps), or the steps' kernels hold attention (fused or unfused) or
-    an embedding lookup, and GEMMs; and in every case, no backward pass or optimizer (training:
+    an embedding lookup, and GEMMs, and few convolutions (CONV_SHARE: a diffusion UNet holds
+    attention and GEMMs too); and in every case, no backward pass or optimizer (training:
     transformers' Trainer is detected as transformers too)."""
     devices = set(steps["device_id"].unique().to_list()) if steps.height else set()
     hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
     k = (
-        ops.select("device_id", "start", "kind", "name_id", "category")
+        ops.select("device_id", "start", "end", "kind", "name_id", "category")
         .filter(pl.col("kind") == KERNEL)
         .join(steps.group_by("device_id").agg(s0=pl.col("start").min(), s1=pl.col("end").max()), on="device_id")
         .filter((pl.col("start") >= pl.col("s0")) & (pl.col("start") < pl.col("s1")))
-        .select("device_id", "name_id", "category")
-        .unique()  # (the names' test on each distinct kernel, not on millions of launches)
+        # (the names' tests on each distinct kernel, not on millions of launches)
+        .group_by("device_id", "name_id", "category")
+        .agg(ns=(pl.col("end") - pl.col("start")).sum())
     )
     k = k.join(names.rename({"id": "name_id", "value": "kname"}), on="name_id", how="left")
     cat = pl.col("category").cast(pl.String)
@@ -47,13 +54,15 @@ def llm_devices(
         forward=cat.is_in(["attention", "attention-unfused", "embedding"]).any(),
         gemm=(cat == "gemm").any(),
         training=pl.col("kname").fill_null("").str.contains(TRAINING).any(),
+        conv=pl.col("ns").filter(pl.col("kname").fill_null("").str.contains(CONVOLUTION)).sum()
+        / pl.col("ns").sum().clip(lower_bound=1),
     )
     training = set(per.filter("training")["device_id"].to_list())
     if framework in LLM_FRAMEWORKS:
         if not (evidence or "environment").startswith("environment"):
             return devices - training
         token_steps = token_steps | graph_steps
-    found = set(per.filter(pl.col("forward") & pl.col("gemm"))["device_id"].to_list())
+    found = set(per.filter(pl.col("forward") & pl.col("gemm") & (pl.col("conv") < CONV_SHARE))["device_id"].to_list())
     return devices & ((found | hinted | token_steps) - training)
 
 

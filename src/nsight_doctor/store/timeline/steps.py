@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
+from nsight_doctor.store.timeline.load import GRAPH, KERNEL, MEMCPY, first_distinct
 from nsight_doctor.store.timeline.rounds import rounds
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
@@ -58,6 +58,7 @@ GRAPH_SHARE = 0.5
 BY_NAME = ("sampling", "embedding")  # kernel categories also signed by name alone (signature_stats)
 NAME_SEED = 7  # (the hash of a name-alone signature)
 LEVEL_TOL = 0.03
+MANY_UPLOADS = 16  # waits for uploads per period beyond a step's inputs (boundaries)
 NEAR_LEVEL = 0.1  # a top-k level this much finer than the embedding lookup's (choose_level)
 STRONG_SAMPLING = re.compile(r"argmax|multinomial|sampl|top_?p|renorm|min_?p|penalt")
 
@@ -181,9 +182,29 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict
     return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ, two_models
 
 
+def round_trips(ops: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
+    """When the host read a result (device_id, t, upload): a copy to the host ended, or a
+    blocking call returned; upload: the call's GPU had last finished a copy to the GPU (the host
+    waited for its own data: a step's inputs, or weights offloaded to the host)."""
+    copies = ops.filter(pl.col("kind") == MEMCPY)
+    reads = copies.filter(pl.col("direction").is_in(["DtoH", "AtoH"]))
+    reads = reads.select("device_id", t="end", upload=pl.lit(False))
+    up = (pl.col("kind") == MEMCPY) & (pl.col("direction") == "HtoD")
+    # (each GPU's operations by end: the last one finished before a call returned)
+    done = ops.lazy().select("device_id", u="end", upload=up.fill_null(False)).sort("u").collect()
+    waits = (
+        blocking.filter(pl.col("device_id").is_not_null())
+        .select("device_id", t="end")
+        .sort("t")
+        .join_asof(done, left_on="t", right_on="u", by="device_id", strategy="backward", check_sortedness=False)
+        .select("device_id", "t", upload=pl.col("upload").fill_null(False))
+    )
+    return pl.concat([waits, reads], how="vertical_relaxed")
+
+
 def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
     """host: the share of each signature's periods that hold a round trip to the host.
-    trips: device_id, t (when a blocking call returned, or a copy to the host ended)."""
+    trips: round_trips()."""
     o = occ.join(st.select("device_id", "kid"), on=["device_id", "kid"], how="semi").select("device_id", "kid", "start")
     if trips.height == 0:
         return st.with_columns(host=pl.lit(0.0))
@@ -280,7 +301,8 @@ def choose_level(
     level regular in 90% of its periods (or with a round trip to the host in each, or three
     signatures recurring together) that is not a sub-period of a coarser one, where a level
     whose count is a multiple (2 or more) of a coarser level's that holds a GEMM (a forward
-    pass's own work, such as the vocabulary projection) is one of its parts, a layer.
+    pass's own work, such as the vocabulary projection) is one of its parts, a layer, and a
+    level of few signatures a little finer than one of many is that one's (_also_outside).
     part_counts: per GPU, how often the program's NVTX ranges of one layer or block recur: a
     step holds two or more. rounds_: rounds.rounds() (where two models take turns, the rank-3 levels
     finer than their rounds are one model's passes, not steps)."""
@@ -322,6 +344,7 @@ def choose_level(
         if best is None:
             rest = [r for r in cands if r["rank"] <= 1]
             kept = [r for r in rest if not any(_part_of(r, c) for c in rest)]
+            kept = [r for r in kept if not any(_also_outside(r, c) for c in kept)]
             if kept:
                 best = max(kept, key=lambda r: (r["n"], r["reg"]))
         if best is not None:
@@ -336,6 +359,18 @@ def _part_of(fine: dict, coarse: dict) -> bool:
         return False
     ratio = fine["n"] / coarse["n"]
     return ratio >= 1.9 and abs(ratio - round(ratio)) <= 0.05 * ratio
+
+
+def _also_outside(fine: dict, coarse: dict) -> bool:
+    """Whether `fine` is a few signatures that recur up to NEAR_LEVEL more often than the many
+    of `coarse`, no more regularly: the step's own kernels launched outside the loop too (a
+    diffusion pipeline's UNet passes and the image decoder after them both run cuDNN's layout
+    transform)."""
+    return (
+        coarse["n"] < fine["n"] <= coarse["n"] * (1 + NEAR_LEVEL)
+        and coarse["members"] >= max(3, 3 * fine["members"])
+        and coarse["reg"] >= fine["reg"]
+    )
 
 
 def confidence(rank: int, reg: float, members: int, source: str) -> str:
@@ -389,13 +424,23 @@ def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips
     counted on from the previous anchor or back from the next one, before which the GPU waited
     longest in total over all periods. Where nine periods in ten hold a round trip to the host
     (a blocking call returned, a copy to the host ended), only the first operations after
-    one are candidates: the host read a result, then issued the next step. The first step
+    one are candidates: the host read a result, then issued the next step (not a wait for an
+    upload where they come by the dozen: MANY_UPLOADS). The first step
     begins at that place counted back from the first anchor, or, when it is counted on from an
     anchor, after the GPU's longest wait within two median periods before the first one; the
     last ends where a next one would begin a median period on, or with the GPU's last
     operation before that."""
     a = occ.join(choice.select("device_id", kid=key_id(pl.col("anchor"))), on=["device_id", "kid"], how="semi")
     a = a.select("device_id", a_seq="seq").sort(["device_id", "a_seq"])
+    # Waits for uploads by the dozen in every period are a pass's own (layers offloaded to the
+    # host, each waiting for its weights), not where the host issues the next step.
+    many = (
+        trips.group_by("device_id")
+        .agg(uploads=pl.col("upload").sum())
+        .join(a.group_by("device_id").agg(periods=pl.len()), on="device_id")
+        .filter(pl.col("uploads") >= MANY_UPLOADS * pl.col("periods"))
+    )
+    trips = trips.filter(~(pl.col("upload") & pl.col("device_id").is_in(many["device_id"].implode())))
     a = a.with_columns(
         k=pl.int_range(1, pl.len() + 1).over("device_id"), nxt=pl.col("a_seq").shift(-1).over("device_id")
     )
