@@ -86,7 +86,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
 
     # The steps first: the gaps are made a chunk at a time, each told the steps it lies in.
     seq = steps_mod.sequence(ops)
-    trips = steps_mod.round_trips(ops, blocking)
+    trips = busy_mod.round_trips(ops, blocking)
     # (lazy, here and wherever most rows pass a filter: an eager filter copies every column)
     kernel_ns = (
         ops.lazy()

@@ -106,6 +106,26 @@ def readbacks(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def round_trips(ops: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
+    """When the host read a result (device_id, t, upload): a copy to the host ended, or a
+    blocking call returned; upload: the call's GPU had last finished a copy to the GPU (the host
+    waited for its own data: a step's inputs, or weights offloaded to the host)."""
+    copies = ops.filter(pl.col("kind") == MEMCPY)
+    reads = copies.filter(pl.col("direction").is_in(["DtoH", "AtoH"]))
+    reads = reads.select("device_id", t="end", upload=pl.lit(False))
+    up = (pl.col("kind") == MEMCPY) & (pl.col("direction") == "HtoD")
+    # (each GPU's operations by end: the last one finished before a call returned)
+    done = ops.lazy().select("device_id", u="end", upload=up.fill_null(False)).sort("u").collect()
+    waits = (
+        blocking.filter(pl.col("device_id").is_not_null())
+        .select("device_id", t="end")
+        .sort("t")
+        .join_asof(done, left_on="t", right_on="u", by="device_id", strategy="backward", check_sortedness=False)
+        .select("device_id", "t", upload=pl.col("upload").fill_null(False))
+    )
+    return pl.concat([waits, reads], how="vertical_relaxed")
+
+
 def readback_bytes(gaps_: pl.DataFrame, readbacks_: pl.DataFrame) -> pl.DataFrame:
     """readback_bytes: the bytes of the device-to-host copy the GPU finished just before each
     gap (its last operation; readbacks() of the operations), else null."""

@@ -14,11 +14,9 @@ SOURCE = pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwi
 LLM_FRAMEWORKS = ["vllm", "sglang", "tensorrt-llm", "transformers"]
 BATCHING_ENGINES = ["vllm", "sglang", "tensorrt-llm"]
 TRAINING = r"(?i)backward|bwd|_grad|dgrad|wgrad|adam|optimizer|sgd_"
-# cuDNN's and PyTorch's 2-D/3-D convolutions (not cuDNN's SDPA, whose names say fprop too)
-CONVOLUTION = r"(?i)convolve|winograd|(fprop|dgrad|wgrad)_implicit_gemm|nhwckrsc|conv[23]d|convolution"
-# A GPU whose steady-state kernel time is this much convolutions runs a convolutional network
-# (a diffusion UNet, a CNN), not a language model, though it holds attention and GEMMs.
-CONV_SHARE = 0.1
+# A GPU whose kernel time is CONV_SHARE or more convolutions (cuDNN's and PyTorch's; not cuDNN's
+# SDPA, which says fprop too) runs a convolutional network (a UNet), not a language model.
+CONVOLUTION, CONV_SHARE = r"(?i)convolve|winograd|(fprop|dgrad|wgrad)_implicit_gemm|nhwckrsc|conv[23]d|convolution", 0.1
 
 
 def llm_devices(
@@ -33,10 +31,8 @@ def llm_devices(
     """GPUs whose steps are LLM forward passes: a serving framework was detected (by more than
     an environment variable's name, or by that and steps that are CUDA graph replays), an NVTX
     range names the step kind, the steps are token-shaped (each holds sampling or a token
-    embedding lookup: token_steps), or the steps' kernels hold attention (fused or unfused) or
-    an embedding lookup, and GEMMs, and few convolutions (CONV_SHARE: a diffusion UNet holds
-    attention and GEMMs too); and in every case, no backward pass or optimizer (training:
-    transformers' Trainer is detected as transformers too)."""
+    embedding lookup: token_steps), or their kernels hold attention or an embedding lookup, GEMMs
+    and few convolutions; never with a backward pass or optimizer (Trainer is transformers too)."""
     devices = set(steps["device_id"].unique().to_list()) if steps.height else set()
     hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
     k = (
@@ -47,15 +43,13 @@ def llm_devices(
         # (the names' tests on each distinct kernel, not on millions of launches)
         .group_by("device_id", "name_id", "category")
         .agg(ns=(pl.col("end") - pl.col("start")).sum())
-    )
-    k = k.join(names.rename({"id": "name_id", "value": "kname"}), on="name_id", how="left")
+    ).join(names.rename({"id": "name_id", "value": "kname"}), on="name_id", how="left")
     cat = pl.col("category").cast(pl.String)
     per = k.group_by("device_id").agg(
         forward=cat.is_in(["attention", "attention-unfused", "embedding"]).any(),
         gemm=(cat == "gemm").any(),
         training=pl.col("kname").fill_null("").str.contains(TRAINING).any(),
-        conv=pl.col("ns").filter(pl.col("kname").fill_null("").str.contains(CONVOLUTION)).sum()
-        / pl.col("ns").sum().clip(lower_bound=1),
+        conv=pl.col("ns").filter(pl.col("kname").str.contains(CONVOLUTION)).sum() / pl.col("ns").sum().clip(1),
     )
     training = set(per.filter("training")["device_id"].to_list())
     if framework in LLM_FRAMEWORKS:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsight_doctor.store.timeline.load import GRAPH, KERNEL, MEMCPY, first_distinct
+from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
 from nsight_doctor.store.timeline.rounds import rounds
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
@@ -182,29 +182,9 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict
     return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ, two_models
 
 
-def round_trips(ops: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
-    """When the host read a result (device_id, t, upload): a copy to the host ended, or a
-    blocking call returned; upload: the call's GPU had last finished a copy to the GPU (the host
-    waited for its own data: a step's inputs, or weights offloaded to the host)."""
-    copies = ops.filter(pl.col("kind") == MEMCPY)
-    reads = copies.filter(pl.col("direction").is_in(["DtoH", "AtoH"]))
-    reads = reads.select("device_id", t="end", upload=pl.lit(False))
-    up = (pl.col("kind") == MEMCPY) & (pl.col("direction") == "HtoD")
-    # (each GPU's operations by end: the last one finished before a call returned)
-    done = ops.lazy().select("device_id", u="end", upload=up.fill_null(False)).sort("u").collect()
-    waits = (
-        blocking.filter(pl.col("device_id").is_not_null())
-        .select("device_id", t="end")
-        .sort("t")
-        .join_asof(done, left_on="t", right_on="u", by="device_id", strategy="backward", check_sortedness=False)
-        .select("device_id", "t", upload=pl.col("upload").fill_null(False))
-    )
-    return pl.concat([waits, reads], how="vertical_relaxed")
-
-
 def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
     """host: the share of each signature's periods that hold a round trip to the host.
-    trips: round_trips()."""
+    trips: busy.round_trips()."""
     o = occ.join(st.select("device_id", "kid"), on=["device_id", "kid"], how="semi").select("device_id", "kid", "start")
     if trips.height == 0:
         return st.with_columns(host=pl.lit(0.0))
