@@ -193,6 +193,19 @@ def test_the_rules_duration_macro_prints_as_the_reports_do():
     assert fmt_ns(401834) == "401.8 µs"
 
 
+def test_the_rules_size_macro_prints_as_the_reports_do():
+    """fmt_bytes, the macro for sizes in a rule's own evidence text, reads as {x:bytes}
+    (model.fmt_bytes) at every scale and on the boundaries between units."""
+    from nsight_doctor.model import fmt_bytes
+
+    con = duckdb.connect()
+    con.execute(store.view_files()["_fmt_bytes"])
+    values = [None, 0, 1, 999, 999.6, 1000, 999_949, 999_960, 1_000_000, 377_520_128, 12_080_644_128, 3.2e12, -5000]
+    for v in values:
+        assert scalar(con, "SELECT fmt_bytes(?)", [v]) == fmt_bytes(v), v
+    assert fmt_bytes(377_520_128) == "377.5 MB"
+
+
 def test_the_rules_percentage_macro_prints_as_the_reports_do():
     """fmt_pct, the macro for shares in a rule's own evidence text, reads as {x:pct}
     (model.TemplateFormatter) on both sides of its switch from one decimal to none."""

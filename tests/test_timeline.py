@@ -689,6 +689,12 @@ def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path
     for (_, s, e, *_), lookup, head in zip(steps, lookups, heads):
         assert s <= lookup < head < e
     d = diagnosis("hf_offload")
+    # transfer-heavy says what each step uploads: the offloaded layers' weights, by the workload's count
+    upload = finding(d, "transfer-heavy")
+    assert upload is d.findings[0]
+    assert upload.evidence["upload_bytes_per_step"] == pytest.approx(facts("hf_offload")["offloaded_bytes"], rel=1e-6)
+    assert upload.evidence["uploads_per_step"] == pytest.approx(uploads / n, abs=1)
+    assert "offloaded" in upload.message and "uploaded again in every step" in upload.recommendation
     assert [(p.name, p.steps) for p in d.summary.phases if p.steps] == [
         ("prefill", 1),
         ("decode", 15),
