@@ -367,7 +367,8 @@ the program's NVTX ranges (`idle_code`).
 Phases come from the steps. prefill, decode and mixed are given only where the steps are
 token-shaped (each holds sampling or a token embedding lookup), a serving framework is
 detected, an NVTX range names the kind, or the steps hold attention or an embedding lookup and
-GEMMs with no backward pass; other steady work is `steady`. Kernel code built while shapes keep
+GEMMs, convolutions take under a tenth of the kernel time (a diffusion UNet holds attention and
+GEMMs too) and there is no backward pass; other steady work is `steady`. Kernel code built while shapes keep
 changing through the run is steady-state cost (`steady-compile`), not start-up. The `steps`
 and `phases` tables ([schema.md](schema.md)) give the exact definitions.
 
