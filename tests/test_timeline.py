@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import statistics
 
+import polars as pl
 import pytest
 
 import oracle
@@ -341,6 +342,22 @@ def test_layers_are_parts_of_a_step_not_steps():
         assert len(got[0]) == 3
         durations = [e - s for _, s, e, *_ in got[0]]
         assert min(durations) > 0.9 * statistics.median(facts(name)["pass_ms"]) * 1e6
+
+
+def test_a_part_recurs_evenly_in_each_period_not_only_as_often():
+    """parts.evenly: a layer's kernel falls k times into each step (a cut step or a prompt's
+    aside); counts that fit a whole ratio by chance do not (sd_diffusion: 62 launches of a
+    layout kernel, once per UNet pass and once per image decoder, against the text encoder's
+    8 GEMMs, 4 at each image's start: 7.75, "about 8")."""
+    from nsight_doctor.store.timeline.parts import evenly
+
+    steps = pl.Series(range(0, 1000, 100))
+    layers = pl.Series([s + 10 * j + 1 for s in range(0, 1000, 100) for j in range(4)][2:])  # (cut first step)
+    assert evenly(layers, steps)
+    encoder = pl.Series([0, 1, 2, 3, 500, 501, 502, 503])
+    passes = pl.Series([4 + 16 * i for i in range(31)] + [505 + 16 * i for i in range(31)])
+    assert len(passes) / len(encoder) == 7.75 and not evenly(passes, encoder)
+    assert not evenly(steps, steps)  # (once a period is no part)
 
 
 # Ranks of one job agree ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
 from nsight_doctor.store.timeline import nvtx as nvtx_mod
 from nsight_doctor.store.timeline import nvtx_steps, threads
+from nsight_doctor.store.timeline import parts as parts_mod
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import steps as steps_mod
 from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
@@ -310,11 +311,9 @@ def choose_steps(
     st = steps_mod.host_round_trips(st, occ, trips)
     st = steps_mod.marks(st, strings)
     lv = steps_mod.levels(st)
-    pick = steps_mod.choose_level(
-        lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode())),
-        nvtx_steps.part_counts(nv, kernel_ns),
-        two_models,
-    )
+    lv_ = lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode()))
+    parts = parts_mod.parts(lv_, occ, steps_mod.key_id(pl.col("anchor")))
+    pick = steps_mod.choose_level(lv_, nvtx_steps.part_counts(nv, kernel_ns), two_models, parts)
     pick, agreement = agree(pick, lv, st, seq)
 
     names = labels(out, lv.select("device_id", "anchor", "a_name").unique(["device_id", "anchor"]))

@@ -273,19 +273,23 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
 
 
 def choose_level(
-    lv: pl.DataFrame, part_counts: dict[int, int], rounds_: dict[int, tuple[int, float]] | None = None
+    lv: pl.DataFrame,
+    part_counts: dict[int, int],
+    rounds_: dict[int, tuple[int, float]] | None = None,
+    parts_: set[tuple[int, object, object]] | frozenset = frozenset(),
 ) -> pl.DataFrame:
     """Per GPU, the level that wins (the module docstring): rank 3, else rank 2, the finest of
     them (for an embedding lookup's rank 3 without sampling, a top-k level up to NEAR_LEVEL
     finer, regular and with a round trip in 90% of its periods, instead); else the finest
     level regular in 90% of its periods (or with a round trip to the host in each, or three
     signatures recurring together) that is not a sub-period of a coarser one, where a level
-    whose count is a multiple (2 or more) of a coarser level's that holds a GEMM (a forward
-    pass's own work, such as the vocabulary projection) is one of its parts, a layer, and a
+    that recurs a whole number of times (2 or more) in each period of a coarser level's that
+    holds a GEMM (a forward pass's own work, such as the vocabulary projection) is one of its
+    parts, a layer (parts.py), and a
     level of few signatures a little finer than one of many is that one's (_also_outside).
     part_counts: per GPU, how often the program's NVTX ranges of one layer or block recur: a
     step holds two or more. rounds_: rounds.rounds() (where two models take turns, the rank-3 levels
-    finer than their rounds are one model's passes, not steps)."""
+    finer than their rounds are one model's passes, not steps). parts_: parts.parts()."""
     rows = []
     for (device,), g in lv.group_by("device_id", maintain_order=True):
         cap = part_counts.get(device)
@@ -323,22 +327,14 @@ def choose_level(
                 best = min(near, key=lambda r: r["n"])
         if best is None:
             rest = [r for r in cands if r["rank"] <= 1]
-            kept = [r for r in rest if not any(_part_of(r, c) for c in rest)]
+
+            kept = [r for r in rest if not any((device, r["anchor"], c["anchor"]) in parts_ for c in rest)]
             kept = [r for r in kept if not any(_also_outside(r, c) for c in kept)]
             if kept:
                 best = max(kept, key=lambda r: (r["n"], r["reg"]))
         if best is not None:
             rows.append(best)
     return pl.DataFrame(rows, schema=lv.schema) if rows else lv.clear()
-
-
-def _part_of(fine: dict, coarse: dict) -> bool:
-    """Whether `fine` recurs a whole number of times (2 or more) per period of `coarse`, a
-    level that holds a GEMM."""
-    if not coarse["gemm"] or coarse["n"] >= fine["n"]:
-        return False
-    ratio = fine["n"] / coarse["n"]
-    return ratio >= 1.9 and abs(ratio - round(ratio)) <= 0.05 * ratio
 
 
 def _also_outside(fine: dict, coarse: dict) -> bool:
