@@ -313,7 +313,7 @@ def choose_steps(
     lv = steps_mod.levels(st)
     lv_ = lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode()))
     parts = parts_mod.parts(lv_, occ, steps_mod.key_id(pl.col("anchor")))
-    pick = steps_mod.choose_level(lv_, nvtx_steps.part_counts(nv, kernel_ns), two_models, parts)
+    pick = steps_mod.choose_level(lv_, nvtx_steps.part_counts(nv, kernel_ns), parts, two_models)
     pick, agreement = agree(pick, lv, st, seq)
 
     names = labels(out, lv.select("device_id", "anchor", "a_name").unique(["device_id", "anchor"]))

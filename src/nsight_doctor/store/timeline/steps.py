@@ -275,8 +275,8 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
 def choose_level(
     lv: pl.DataFrame,
     part_counts: dict[int, int],
+    parts_: set[tuple[int, object, object]],
     rounds_: dict[int, tuple[int, float]] | None = None,
-    parts_: set[tuple[int, object, object]] | frozenset = frozenset(),
 ) -> pl.DataFrame:
     """Per GPU, the level that wins (the module docstring): rank 3, else rank 2, the finest of
     them (for an embedding lookup's rank 3 without sampling, a top-k level up to NEAR_LEVEL
@@ -407,15 +407,18 @@ def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips
     last ends where a next one would begin a median period on, or with the GPU's last
     operation before that."""
     a = occ.join(choice.select("device_id", kid=key_id(pl.col("anchor"))), on=["device_id", "kid"], how="semi")
-    a = a.select("device_id", a_seq="seq").sort(["device_id", "a_seq"])
-    # Waits for uploads by the dozen in every period are a pass's own (layers offloaded to the
-    # host, each waiting for its weights), not where the host issues the next step.
+    # Waits for uploads by the dozen in every period (between the first anchor and the last:
+    # not a model's load) are a pass's own (layers offloaded to the host, each waiting for its
+    # weights), not where the host issues the next step.
+    span = a.group_by("device_id").agg(periods=pl.len() - 1, t0=pl.col("start").min(), t1=pl.col("start").max())
     many = (
-        trips.group_by("device_id")
-        .agg(uploads=pl.col("upload").sum())
-        .join(a.group_by("device_id").agg(periods=pl.len()), on="device_id")
+        trips.join(span, on="device_id")
+        .filter(pl.col("upload") & (pl.col("t") >= pl.col("t0")) & (pl.col("t") < pl.col("t1")))
+        .group_by("device_id")
+        .agg(uploads=pl.len(), periods=pl.col("periods").first())
         .filter(pl.col("uploads") >= MANY_UPLOADS * pl.col("periods"))
     )
+    a = a.select("device_id", a_seq="seq").sort(["device_id", "a_seq"])
     trips = trips.filter(~(pl.col("upload") & pl.col("device_id").is_in(many["device_id"].implode())))
     a = a.with_columns(
         k=pl.int_range(1, pl.len() + 1).over("device_id"), nxt=pl.col("a_seq").shift(-1).over("device_id")
