@@ -25,7 +25,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # training loop bound by its DataLoader, with CPU and Python samples (one GPU);
                 # probes7: the same under HF Trainer (one GPU); probes8: three blind probes of
                 # workloads/probe2.py (latent diffusion, gradient accumulation, CPU-offloaded layers;
-                # one GPU)
+                # one GPU); probes9: generate() under emit_nvtx (blind), and the offloaded layers
+                # again with CPU and Python samples (one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -328,6 +329,13 @@ probe8_series() {
   probe_capture hf_offload range $W/probe2.py offload
 }
 
+# A blind probe of operator NVTX ranges, and the offload probe with samples, 2026-12-05.
+probe9_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_emit_nvtx range $W/probe2.py emit_nvtx
+  probe_capture hf_offload_sampled sampled $W/probe2.py offload
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -346,6 +354,8 @@ elif [ "$MODE" = probes7 ]; then
   probe7_series
 elif [ "$MODE" = probes8 ]; then
   probe8_series
+elif [ "$MODE" = probes9 ]; then
+  probe9_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

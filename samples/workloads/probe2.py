@@ -13,6 +13,9 @@ Each runs its measured calls between cudaProfilerStart/Stop after warm-up, no NV
 - `offload`: generate() of a Llama shape whose later half of layers lives in host memory
   (Accelerate's `dispatch_model` with those layers on "cpu"): their weights are copied to the GPU
   in every forward pass, from pageable memory.
+- `emit_nvtx`: generate() under `torch.autograd.profiler.emit_nvtx()`, as PyTorch's docs suggest
+  for Nsight Systems: an NVTX range around every operator PyTorch runs (`aten::linear`,
+  `aten::add`...), thousands per forward pass, none of them a step.
 """
 
 import argparse
@@ -195,6 +198,15 @@ def run_offload(a):
     report({"workload": "offload", "offloaded_layers": a.layers - a.layers // 2, "offloaded_bytes": offloaded, **facts})
 
 
+def run_emit_nvtx(a):
+    """generate() with every operator in an NVTX range of its own (emit_nvtx)."""
+    model, cfg = llama_model(a.layers)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    with torch.autograd.profiler.emit_nvtx():
+        facts = measured_generate(a, model, ids, generate_kw(a, sample=False))
+    report({"workload": "emit_nvtx", **facts})
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -217,8 +229,15 @@ def main(argv=None):
     o.add_argument("--new-tokens", type=int, default=16)
     o.add_argument("--calls", type=int, default=2)
     o.add_argument("--layers", type=int, default=8)
+    e = sub.add_parser("emit_nvtx")
+    e.add_argument("--batch", type=int, default=4)
+    e.add_argument("--prompt-len", type=int, default=128)
+    e.add_argument("--new-tokens", type=int, default=24)
+    e.add_argument("--calls", type=int, default=2)
+    e.add_argument("--layers", type=int, default=8)
     a = p.parse_args(argv)
-    {"diffusion": run_diffusion, "accum": run_accum, "offload": run_offload}[a.cmd](a)
+    runs = {"diffusion": run_diffusion, "accum": run_accum, "offload": run_offload, "emit_nvtx": run_emit_nvtx}
+    runs[a.cmd](a)
 
 
 if __name__ == "__main__":
