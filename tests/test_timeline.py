@@ -90,6 +90,8 @@ COUNTS = {
     "sd_diffusion": "unet_passes",  # latent diffusion: a step per denoising pass, not per image
     "train_accum": "micro_batches",  # gradient accumulation: a step per forward and backward
     "hf_offload": "forwards",  # layers offloaded to the host: their uploads wait inside every pass
+    "hf_offload_sampled": "forwards",
+    "hf_emit_nvtx": "forwards",  # an NVTX range per operator (emit_nvtx): none of them a step
 }
 
 
@@ -720,6 +722,35 @@ def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path
     ]
 
 
+def test_operator_ranges_of_emit_nvtx_are_no_steps_and_go_by_operator(tmp_path):
+    """hf_emit_nvtx: every PyTorch operator in an NVTX range of its own, numbered ("aten::linear,
+    op_id = 32617"). The steps are the 48 passes from the kernels, and the GPU time per NVTX
+    range and the code in the gaps go by operator: as many aten::linear ranges as SQL over the
+    export counts."""
+    con = oracle.open_export(unxz(export_of("hf_emit_nvtx"), tmp_path))
+    (linear,) = con.execute(
+        """SELECT count(*) FROM x.NVTX_EVENTS n LEFT JOIN x.StringIds s ON s.id = n.textId
+           WHERE coalesce(n.text, s.value) LIKE 'aten::linear, %'"""
+    ).fetchone()
+    d = diagnosis("hf_emit_nvtx")
+    g = d.summary.steady_gpus[0]
+    assert len(d.summary.steps) == facts("hf_emit_nvtx")["forwards"] == 48
+    assert g.step_source is not None and g.step_source.source == "kernel"
+    by_text = {n.text: n for n in d.summary.nvtx}
+    assert linear == 2736 and by_text["aten::linear"].count == linear
+    assert not any("op_id" in (n.text or "") for n in d.summary.nvtx)
+    assert not any("op_id" in (c.name or "") for c in g.idle_code)
+
+
+def test_the_code_of_offloaded_layers_is_named_from_python_samples():
+    """hf_offload_sampled: with Python samples, the CPU time in the gaps is put in Accelerate's
+    upload of each offloaded tensor, inside generate()."""
+    g = diagnosis("hf_offload_sampled").summary.steady_gpus[0]
+    names = {c.name: c for c in g.idle_code if c.source == "python"}
+    assert "set_module_tensor_to_device" in names
+    assert "generate" in (names["set_module_tensor_to_device"].entry or "")
+
+
 def test_compiles_inside_every_step_are_named():
     d = diagnosis("hf_requests")
     top = d.findings[0]
@@ -807,6 +838,8 @@ PASS_MARKERS = {
     "train_accum": ("nll_loss_forward_reduce_cuda_kernel_2d", (1, 1, 1)),
     "sd_diffusion": ("elementwise_kernel_with_index", (1, 1, 1)),  # the timestep's arange
     "hf_offload": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
+    "hf_offload_sampled": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
+    "hf_emit_nvtx": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
 }
 
 

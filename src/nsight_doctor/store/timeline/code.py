@@ -42,6 +42,8 @@ LOADER_FILE = re.compile(r"torch/utils/data/dataloader\.py$|accelerate/data_load
 RUNTIME_MODULE = r"(?i)(^|/)(lib)?python[0-9.]*|libc\.so|libc-|ld-linux|\[vdso\]|libpthread|libstdc\+\+"
 # The profiler's own code (its injection libraries, CUPTI), and frames it could not resolve.
 PROFILER_MODULE = r"(?i)ToolsInjection|libcupti|libnvtx|nsys|QuadD"
+# What PyTorch's emit_nvtx writes after an operator's name ("aten::mm, seq = 12, op_id = 3456")
+TORCH_OP_ARGS = r", (seq|stashed seq|op_id|sizes|input_op_ids) = .*$"
 UNRESOLVED = r"^(0x[0-9a-fA-F]+|\[.*\])$"
 
 
@@ -275,8 +277,10 @@ def _nvtx(g, nvtx) -> pl.DataFrame:
         return pl.DataFrame()
     inner = best.sort(["gid", "d"], descending=[False, True]).unique("gid", keep="first")
     j = mid.join(inner, on="gid", how="inner")
-    # Numbers that stand alone (layer_3, chunk 12) as #, not those inside a word (h2d).
-    name = pl.col("text").fill_null("").str.replace_all(r"(^|[^A-Za-z0-9])[0-9]+", "${1}#")
+    # An operator range of PyTorch's emit_nvtx by the operator's name (as summary_nvtx), and
+    # numbers that stand alone (layer_3, chunk 12) as #, not those inside a word (h2d).
+    name = pl.col("text").fill_null("").str.replace(TORCH_OP_ARGS, "")
+    name = name.str.replace_all(r"(^|[^A-Za-z0-9])[0-9]+", "${1}#")
     return (
         j.group_by("device_id", "part", name=name)
         .agg(ns=pl.col("cpu_ns").sum().cast(pl.Float64), location=pl.col("text").first())
