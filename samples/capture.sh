@@ -26,7 +26,7 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # probes7: the same under HF Trainer (one GPU); probes8: three blind probes of
                 # workloads/probe2.py (latent diffusion, gradient accumulation, CPU-offloaded layers;
                 # one GPU); probes9: generate() under emit_nvtx (blind), and the offloaded layers
-                # again with CPU and Python samples (one GPU)
+                # again with CPU and Python samples (one GPU); probes10: two processes on one GPU
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -336,6 +336,12 @@ probe9_series() {
   probe_capture hf_offload_sampled sampled $W/probe2.py offload
 }
 
+# A blind probe of two programs sharing one GPU, 2026-12-05.
+probe10_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_shared_gpu whole $W/probe2.py shared
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -356,6 +362,8 @@ elif [ "$MODE" = probes8 ]; then
   probe8_series
 elif [ "$MODE" = probes9 ]; then
   probe9_series
+elif [ "$MODE" = probes10 ]; then
+  probe10_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

@@ -16,9 +16,13 @@ Each runs its measured calls between cudaProfilerStart/Stop after warm-up, no NV
 - `emit_nvtx`: generate() under `torch.autograd.profiler.emit_nvtx()`, as PyTorch's docs suggest
   for Nsight Systems: an NVTX range around every operator PyTorch runs (`aten::linear`,
   `aten::add`...), thousands per forward pass, none of them a step.
+- `shared`: two processes on one GPU at once (captured whole, both traced): a server's
+  generate() calls (batch 4) and, beside it, another process's generate() of a smaller model
+  (batch 1): the GPU's work is two programs' steps, interleaved.
 """
 
 import argparse
+import json
 import math
 
 import torch
@@ -207,6 +211,28 @@ def run_emit_nvtx(a):
     report({"workload": "emit_nvtx", **facts})
 
 
+def run_shared(a):
+    """The parent starts both processes and reports their counts; each child runs its calls."""
+    import subprocess
+    import sys
+
+    if a.role:
+        layers, batch = (8, 4) if a.role == "server" else (4, 1)
+        model, cfg = llama_model(layers)
+        ids = torch.randint(0, cfg.vocab_size, (batch, a.prompt_len), device="cuda")
+        forwards = count_forwards(model)
+        with torch.no_grad():
+            for _ in range(a.calls):
+                model.generate(ids, **generate_kw(a, sample=False))
+        torch.cuda.synchronize()
+        print("CHILD", json.dumps({"role": a.role, "batch": batch, "layers": layers, "forwards": forwards["n"]}), flush=True)
+        return
+    args = [sys.executable, __file__, "shared", "--calls", str(a.calls), "--new-tokens", str(a.new_tokens)]
+    kids = [subprocess.Popen([*args, "--role", r], stdout=subprocess.PIPE, text=True) for r in ("server", "neighbour")]
+    outs = [json.loads(line.split(" ", 1)[1]) for k in kids for line in k.communicate()[0].splitlines() if line.startswith("CHILD")]
+    report({"workload": "shared", "calls": a.calls, "new_tokens": a.new_tokens, "processes": outs})
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -235,8 +261,19 @@ def main(argv=None):
     e.add_argument("--new-tokens", type=int, default=24)
     e.add_argument("--calls", type=int, default=2)
     e.add_argument("--layers", type=int, default=8)
+    h = sub.add_parser("shared")
+    h.add_argument("--calls", type=int, default=3)
+    h.add_argument("--new-tokens", type=int, default=48)
+    h.add_argument("--prompt-len", type=int, default=64)
+    h.add_argument("--role", choices=["server", "neighbour"], help="(a child's)")
     a = p.parse_args(argv)
-    runs = {"diffusion": run_diffusion, "accum": run_accum, "offload": run_offload, "emit_nvtx": run_emit_nvtx}
+    runs = {
+        "diffusion": run_diffusion,
+        "accum": run_accum,
+        "offload": run_offload,
+        "emit_nvtx": run_emit_nvtx,
+        "shared": run_shared,
+    }
     runs[a.cmd](a)
 
 
