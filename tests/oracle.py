@@ -86,18 +86,22 @@ def tables(con) -> set[str]:
 
 def gaps(con: sqlite3.Connection) -> list[Gap]:
     have = tables(con)
+    # (an operation's launch call by process and correlation id: each process numbers its own)
+    pid = "(globalPid >> 24) & 16777215"
     ops = [
-        (s, e, c, "kernel", n)
-        for s, e, c, n in con.execute(
-            "SELECT k.start, k.end, k.correlationId, s.value FROM x.CUPTI_ACTIVITY_KIND_KERNEL k "
-            "JOIN x.StringIds s ON s.id = k.shortName"
+        (s, e, (p, c), "kernel", n)
+        for s, e, p, c, n in con.execute(
+            f"SELECT k.start, k.end, {pid.replace('globalPid', 'k.globalPid')}, k.correlationId, s.value "
+            "FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName"
         )
     ]
     for table, kind in (("MEMCPY", "memcpy"), ("MEMSET", "memset"), ("GRAPH_TRACE", "graph")):
         if f"CUPTI_ACTIVITY_KIND_{table}" in have:  # (tables are created lazily)
             ops += [
-                (s, e, c, kind, None)
-                for s, e, c in con.execute(f"SELECT start, end, correlationId FROM x.CUPTI_ACTIVITY_KIND_{table}")
+                (s, e, (p, c), kind, None)
+                for s, e, p, c in con.execute(
+                    f"SELECT start, end, {pid}, correlationId FROM x.CUPTI_ACTIVITY_KIND_{table}"
+                )
             ]
     ops.sort(key=lambda o: (o[0], o[1]))
     first_of_name: dict[str, int] = {}
@@ -106,22 +110,27 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
             first_of_name.setdefault(name, s)
 
     calls = [
-        (s, e, c, base(n), tid)
-        for s, e, c, n, tid in con.execute(
-            "SELECT r.start, r.end, r.correlationId, s.value, r.globalTid FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r "
-            "JOIN x.StringIds s ON s.id = r.nameId"
+        (s, e, (p, c), base(n), tid)
+        for s, e, p, c, n, tid in con.execute(
+            "SELECT r.start, r.end, (r.globalTid >> 24) & 16777215, r.correlationId, s.value, r.globalTid "
+            "FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId"
         )
     ]
     by_corr = {c: (s, e, tid) for s, e, c, n, tid in calls}
     copies = {}
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in have:
         copies = {
-            c: (kind, dst)
-            for c, kind, dst in con.execute("SELECT correlationId, copyKind, dstKind FROM x.CUPTI_ACTIVITY_KIND_MEMCPY")
+            (p, c): (kind, dst)
+            for p, c, kind, dst in con.execute(
+                f"SELECT {pid}, correlationId, copyKind, dstKind FROM x.CUPTI_ACTIVITY_KIND_MEMCPY"
+            )
         }
     memsets = {}
     if "CUPTI_ACTIVITY_KIND_MEMSET" in have:
-        memsets = {c: k for c, k in con.execute("SELECT correlationId, memKind FROM x.CUPTI_ACTIVITY_KIND_MEMSET")}
+        memsets = {
+            (p, c): k
+            for p, c, k in con.execute(f"SELECT {pid}, correlationId, memKind FROM x.CUPTI_ACTIVITY_KIND_MEMSET")
+        }
 
     def blocking(c, n) -> str | None:
         if SYNC.match(n):
@@ -159,7 +168,11 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
             continue  # inside the previous outer call
         mine.append((s, e, state(c, n)))
     ends = {tid: [e for _, e, _ in v] for tid, v in threads.items()}
-    modules = sorted((s, e) for s, e, c, n, tid in calls if MODULE.match(n))
+    # (code loaded by any thread of the gap's own process: another program's loads do not hold it)
+    modules: dict[int, list[tuple[int, int]]] = {}
+    for s, e, c, n, _ in sorted(calls):
+        if MODULE.match(n):
+            modules.setdefault(c[0], []).append((s, e))
     launchers = [by_corr[o[2]][2] for o in ops if o[2] in by_corr]
     main = max(set(launchers), key=launchers.count) if launchers else None
 
@@ -212,7 +225,8 @@ def gaps(con: sqlite3.Connection) -> list[Gap]:
         launch = raw.get("launch", 0) + raw.get("launch_short", 0) + after
         cpu = raw.get("cpu", 0)
         setup = raw.get("setup", 0)
-        loaded = any(min(e, ge) > max(s, gs) for s, e in modules[: bisect.bisect_left(modules, (ge, 0))][-200:])
+        mods = modules.get((tid >> 24) & 0xFFFFFF, []) if tid is not None else []
+        loaded = any(min(e, ge) > max(s, gs) for s, e in mods[: bisect.bisect_left(mods, (ge, 0))][-200:])
         first_launch = first[3] == "kernel" and first_of_name.get(first[4]) == ge
         if ge - gs >= COMPILE_GAP_NS and (loaded or (first_launch and ls is not None and le - ls >= COMPILE_GAP_NS)):
             setup, launch, cpu = setup + launch + cpu, 0, 0
