@@ -751,6 +751,35 @@ def test_the_code_of_offloaded_layers_is_named_from_python_samples():
     assert "generate" in (names["set_module_tensor_to_device"].entry or "")
 
 
+def test_a_gpu_shared_by_two_processes_counts_the_steps_of_one_and_says_so(tmp_path):
+    """hf_shared_gpu: two processes run generate() on one GPU at once, 144 passes each. The steps
+    are those of the process with the most kernel time (SQL over the export: kernel time by
+    process), each holding one of its vocabulary projections, and a note names both processes."""
+    con = oracle.open_export(unxz(export_of("hf_shared_gpu"), tmp_path))
+    pid = "(k.globalPid >> 24) & 16777215"
+    by_pid = con.execute(
+        f"SELECT {pid} AS p, sum(k.end - k.start) AS ns FROM x.CUPTI_ACTIVITY_KIND_KERNEL k GROUP BY p ORDER BY ns DESC"
+    ).fetchall()
+    main = by_pid[0][0]
+    heads = [
+        r[0]
+        for r in con.execute(
+            f"""SELECT k.start FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+                WHERE s.value = 'nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT' AND k.gridY = 63 AND {pid} = ?
+                ORDER BY k.start""",
+            (main,),
+        ).fetchall()
+    ]
+    assert len(by_pid) == 2 and len(heads) == 144
+    assert [p["forwards"] for p in facts("hf_shared_gpu")["processes"]] == [144, 144]
+    (steps,) = steps_of(export_of("hf_shared_gpu")).values()
+    assert [sum(s <= t < e for t in heads) for _, s, e, *_ in steps] == [1] * 144
+    d = diagnosis("hf_shared_gpu")
+    src = d.summary.steady_gpus[0].step_source
+    assert src is not None and f"the steps are PID {main}'s" in (src.processes or "")
+    assert any("2 processes share this GPU" in n for n in d.notes)
+
+
 def test_compiles_inside_every_step_are_named():
     d = diagnosis("hf_requests")
     top = d.findings[0]

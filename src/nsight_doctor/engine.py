@@ -292,6 +292,11 @@ def step_notes(summ: Summary) -> list[str]:
                 f"{src.marker}: {src.evidence}); per-step figures may not be forward passes. Mark the steps "
                 "of your loop with NVTX ranges (docs/capture.md)"
             )
+        if src.processes:
+            notes.append(
+                f"GPU {g.device_id}: {src.processes}; its busy and idle time are all of theirs. "
+                "Profile one program at a time to judge it alone"
+            )
         if src.agreement and "disagree" in src.agreement and src.agreement not in said:
             said.add(src.agreement)
             notes.append(f"{src.agreement}: per-step figures of these GPUs are not comparable")

@@ -335,6 +335,7 @@ class StepSource(PerGpu):
     confidence: str | None
     evidence: str | None
     agreement: str | None
+    processes: str | None
 
 
 @dataclass

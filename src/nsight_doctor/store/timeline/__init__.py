@@ -22,6 +22,7 @@ from nsight_doctor.store.timeline import nvtx as nvtx_mod
 from nsight_doctor.store.timeline import nvtx_steps, threads
 from nsight_doctor.store.timeline import parts as parts_mod
 from nsight_doctor.store.timeline import phases as phases_mod
+from nsight_doctor.store.timeline import shared as shared_mod
 from nsight_doctor.store.timeline import steps as steps_mod
 from nsight_doctor.store.timeline.frames import Writer, inputs, read, tables
 from nsight_doctor.store.timeline.jobs import job_groups
@@ -86,7 +87,8 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     )
 
     # The steps first: the gaps are made a chunk at a time, each told the steps it lies in.
-    seq = steps_mod.sequence(ops)
+    shared = shared_mod.processes(ops)
+    seq = shared_mod.main_only(steps_mod.sequence(ops), shared)
     trips = busy_mod.round_trips(ops, blocking)
     # (lazy, here and wherever most rows pass a filter: an eager filter copies every column)
     kernel_ns = (
@@ -115,7 +117,9 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
 
     st = step_parts(st, parts, busy, ops, blocking)
     out.write("steps", st)
-    out.write("step_sources", sources)
+    text = dict(zip(shared["device_id"].to_list(), shared["text"].to_list(), strict=True))
+    owners = pl.col("device_id").replace_strict(text, default=None, return_dtype=pl.String)
+    out.write("step_sources", sources.with_columns(processes=pl.when("chosen").then(owners)))
 
     chosen = sources.filter("chosen")
     token = set(chosen.filter(pl.col("marks").fill_null("").str.contains("embedding|sampling"))["device_id"].to_list())

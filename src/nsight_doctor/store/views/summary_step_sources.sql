@@ -8,6 +8,7 @@
 -- confidence: high, medium or low.
 -- evidence: why, in words.
 -- agreement: on a GPU of a multi-GPU job, how it agrees with the job's other GPUs, else NULL.
+-- processes: on a GPU that two or more processes share, which, and whose work the steps are.
 CREATE VIEW summary_step_sources AS
-SELECT device_id, source, marker, occurrences, confidence, evidence, agreement
+SELECT device_id, source, marker, occurrences, confidence, evidence, agreement, processes
 FROM step_sources WHERE chosen ORDER BY device_id;
