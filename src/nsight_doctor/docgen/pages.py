@@ -349,10 +349,15 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   passes, then one pass of the target that checks them), told apart by their embedding
   lookups' launch dimensions and by passes of very different lengths that each pick a token,
   a step is a round: the target's pass and the draft's. Irregular steps (a plan built inside
-  one, a new shape) are still steps.
+  one, a new shape) are still steps. A level is a layer of a coarser one only where it recurs a
+  whole number of times in that one's median period, not where the counts merely fit.
+  A step begins where the host read a result back, not after waits for uploads that come by
+  the dozen in every period (layers offloaded to host memory wait for their weights).
 
 GPUs of one job (the same kernels over the same time) use one signature, so that ranks get
-the same steps; where they cannot, a note says so.
+the same steps; where they cannot, a note says so. A GPU that two or more processes share (a
+tenth of its kernel time each or more) counts its steps in the work of the one with the most,
+and a note names them: its busy and idle time are all of theirs.
 
 Each step's wall time is split by what bounded it, from the state of the thread that launches
 the GPU's work: GPU busy (`gpu`), GPU busy while that thread waited for it in a blocking call
