@@ -394,42 +394,37 @@ def run_cnn(a):
     report({"workload": "cnn", "iterations": a.iters, "batch": a.batch})
 
 
+GENERATE = {"batch": 8, "prompt_len": 96, "new_tokens": 40, "calls": 2, "layers": 8}
+MODES = {
+    **{name: GENERATE for name in ("qwen", "nested", "bigbatch", "t5", "ngram")},
+    "compiled": {**GENERATE, "mode": ["reduce-overhead", "default"]},
+    "beam": {**GENERATE, "beams": 4},
+    "assisted": {**GENERATE, "draft_tokens": 4, "hf_defaults": False},  # (transformers' own drafting settings)
+    "server": {**GENERATE, "think_ms": 40.0},
+    "cnn": {"batch": 64, "iters": 40},
+    "loader": {"batch": 64, "iters": 40, "warmup": 8, "workers": 2, "item_ms": 0.5},
+    "trainer": {"batch": 8, "iters": 30, "warmup": 6, "workers": 2, "item_ms": 4.0, "seq_len": 256, "layers": 4},
+}
+
+
+def add_modes(sub, modes: dict) -> None:
+    """A subcommand per mode and an option per default, of the default's type (False: a flag;
+    a list: the choices, the first of them the default)."""
+    for name, defaults in modes.items():
+        s = sub.add_parser(name)
+        for key, v in defaults.items():
+            flag = "--" + key.replace("_", "-")
+            if v is False:
+                s.add_argument(flag, action="store_true")
+            elif isinstance(v, list):
+                s.add_argument(flag, default=v[0], choices=v)
+            else:
+                s.add_argument(flag, type=type(v), default=v)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("qwen", "nested", "compiled", "bigbatch", "t5", "beam", "ngram", "assisted", "server"):
-        s = sub.add_parser(name)
-        s.add_argument("--batch", type=int, default=8)
-        s.add_argument("--prompt-len", type=int, default=96)
-        s.add_argument("--new-tokens", type=int, default=40)
-        s.add_argument("--calls", type=int, default=2)
-        s.add_argument("--layers", type=int, default=8)
-        if name == "compiled":
-            s.add_argument("--mode", default="reduce-overhead", choices=["reduce-overhead", "default"])
-        if name == "beam":
-            s.add_argument("--beams", type=int, default=4)
-        if name == "assisted":
-            s.add_argument("--draft-tokens", type=int, default=4)
-            s.add_argument("--hf-defaults", action="store_true", help="transformers' own drafting settings")
-        if name == "server":
-            s.add_argument("--think-ms", type=float, default=40.0)
-    c = sub.add_parser("cnn")
-    c.add_argument("--batch", type=int, default=64)
-    c.add_argument("--iters", type=int, default=40)
-    d = sub.add_parser("loader")
-    d.add_argument("--batch", type=int, default=64)
-    d.add_argument("--iters", type=int, default=40)
-    d.add_argument("--warmup", type=int, default=8)
-    d.add_argument("--workers", type=int, default=2)
-    d.add_argument("--item-ms", type=float, default=0.5)
-    t = sub.add_parser("trainer")
-    t.add_argument("--batch", type=int, default=8)
-    t.add_argument("--iters", type=int, default=30)
-    t.add_argument("--warmup", type=int, default=6)
-    t.add_argument("--workers", type=int, default=2)
-    t.add_argument("--item-ms", type=float, default=4.0)
-    t.add_argument("--seq-len", type=int, default=256)
-    t.add_argument("--layers", type=int, default=4)
+    add_modes(p.add_subparsers(dest="cmd", required=True), MODES)
     a = p.parse_args(argv)
     runs = {"qwen": run_qwen, "nested": run_nested, "cnn": run_cnn, "compiled": run_compiled, "bigbatch": run_bigbatch,
             "t5": run_t5, "beam": run_beam, "ngram": run_ngram,

@@ -28,7 +28,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from probe import count_forwards, generate_kw, llama_model, measured_generate, report
+from probe import add_modes, count_forwards, generate_kw, llama_model, measured_generate, report
 
 
 class ResBlock(nn.Module):
@@ -233,39 +233,20 @@ def run_shared(a):
     report({"workload": "shared", "calls": a.calls, "new_tokens": a.new_tokens, "processes": outs})
 
 
+MODES = {
+    "diffusion": {"batch": 2, "size": 64, "steps": 30, "calls": 2, "guidance": 7.5},  # (size: the latent's side)
+    "accum": {"batch": 4, "seq_len": 512, "accum": 4, "iters": 12, "warmup": 2, "layers": 4},
+    "offload": {"batch": 4, "prompt_len": 64, "new_tokens": 16, "calls": 2, "layers": 8},
+    "emit_nvtx": {"batch": 4, "prompt_len": 128, "new_tokens": 24, "calls": 2, "layers": 8},
+    "shared": {"calls": 3, "new_tokens": 48, "prompt_len": 64},
+}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("diffusion")
-    d.add_argument("--batch", type=int, default=2)
-    d.add_argument("--size", type=int, default=64, help="latent height and width")
-    d.add_argument("--steps", type=int, default=30)
-    d.add_argument("--calls", type=int, default=2)
-    d.add_argument("--guidance", type=float, default=7.5)
-    t = sub.add_parser("accum")
-    t.add_argument("--batch", type=int, default=4)
-    t.add_argument("--seq-len", type=int, default=512)
-    t.add_argument("--accum", type=int, default=4)
-    t.add_argument("--iters", type=int, default=12)
-    t.add_argument("--warmup", type=int, default=2)
-    t.add_argument("--layers", type=int, default=4)
-    o = sub.add_parser("offload")
-    o.add_argument("--batch", type=int, default=4)
-    o.add_argument("--prompt-len", type=int, default=64)
-    o.add_argument("--new-tokens", type=int, default=16)
-    o.add_argument("--calls", type=int, default=2)
-    o.add_argument("--layers", type=int, default=8)
-    e = sub.add_parser("emit_nvtx")
-    e.add_argument("--batch", type=int, default=4)
-    e.add_argument("--prompt-len", type=int, default=128)
-    e.add_argument("--new-tokens", type=int, default=24)
-    e.add_argument("--calls", type=int, default=2)
-    e.add_argument("--layers", type=int, default=8)
-    h = sub.add_parser("shared")
-    h.add_argument("--calls", type=int, default=3)
-    h.add_argument("--new-tokens", type=int, default=48)
-    h.add_argument("--prompt-len", type=int, default=64)
-    h.add_argument("--role", choices=["server", "neighbour"], help="(a child's)")
+    add_modes(sub, MODES)
+    sub.choices["shared"].add_argument("--role", choices=["server", "neighbour"], help="(a child's)")
     a = p.parse_args(argv)
     runs = {
         "diffusion": run_diffusion,
