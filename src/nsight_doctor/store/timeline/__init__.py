@@ -117,9 +117,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
 
     st = step_parts(st, parts, busy, ops, blocking)
     out.write("steps", st)
-    text = dict(zip(shared["device_id"].to_list(), shared["text"].to_list(), strict=True))
-    owners = pl.col("device_id").replace_strict(text, default=None, return_dtype=pl.String)
-    out.write("step_sources", sources.with_columns(processes=pl.when("chosen").then(owners)))
+    out.write("step_sources", shared_mod.described(sources, shared))
 
     chosen = sources.filter("chosen")
     token = set(chosen.filter(pl.col("marks").fill_null("").str.contains("embedding|sampling"))["device_id"].to_list())

@@ -51,3 +51,10 @@ def main_only(seq: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
     owner = pl.col("device_id").replace_strict(main, default=None, return_dtype=pl.Int64)
     mine = seq.filter(owner.is_null() | (pl.col("pid") == owner))
     return mine.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int64).over("device_id"))
+
+
+def described(sources: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
+    """step_sources with its processes column: a shared GPU's text, on its chosen row."""
+    text = dict(zip(shared["device_id"].to_list(), shared["text"].to_list(), strict=True))
+    owners = pl.col("device_id").replace_strict(text, default=None, return_dtype=pl.String)
+    return sources.with_columns(processes=pl.when("chosen").then(owners))

@@ -285,8 +285,8 @@ def choose_level(
     signatures recurring together) that is not a sub-period of a coarser one, where a level
     that recurs a whole number of times (2 or more) in each period of a coarser level's that
     holds a GEMM (a forward pass's own work, such as the vocabulary projection) is one of its
-    parts, a layer (parts.py), and a
-    level of few signatures a little finer than one of many is that one's (_also_outside).
+    parts, a layer (parts.py), and a level of few signatures a little finer than one of many
+    is that one's (_also_outside).
     part_counts: per GPU, how often the program's NVTX ranges of one layer or block recur: a
     step holds two or more. rounds_: rounds.rounds() (where two models take turns, the rank-3 levels
     finer than their rounds are one model's passes, not steps). parts_: parts.parts()."""
@@ -327,7 +327,6 @@ def choose_level(
                 best = min(near, key=lambda r: r["n"])
         if best is None:
             rest = [r for r in cands if r["rank"] <= 1]
-
             kept = [r for r in rest if not any((device, r["anchor"], c["anchor"]) in parts_ for c in rest)]
             kept = [r for r in kept if not any(_also_outside(r, c) for c in kept)]
             if kept:
