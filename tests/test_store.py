@@ -206,6 +206,14 @@ def test_the_rules_size_macro_prints_as_the_reports_do():
     assert fmt_bytes(377_520_128) == "377.5 MB"
 
 
+def test_operator_ranges_are_named_alike_in_the_nvtx_summary_and_the_idle_code():
+    """summary_nvtx (SQL) and the code named in the idle gaps (timeline/code.py) strip the same
+    suffix from PyTorch's operator ranges."""
+    from nsight_doctor.store.timeline.code import TORCH_OP_ARGS
+
+    assert f"regexp_replace(text, '{TORCH_OP_ARGS}', '')" in store.view_files()["summary_nvtx"]
+
+
 def test_the_rules_percentage_macro_prints_as_the_reports_do():
     """fmt_pct, the macro for shares in a rule's own evidence text, reads as {x:pct}
     (model.TemplateFormatter) on both sides of its switch from one decimal to none."""

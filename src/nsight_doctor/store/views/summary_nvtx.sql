@@ -1,6 +1,7 @@
 -- summary_nvtx: GPU time projected onto NVTX ranges (nvtx_gpu), by text and domain, most GPU
 -- time first. PyTorch's operator ranges (`torch.autograd.profiler.emit_nvtx`: "aten::mm, seq =
--- 12, op_id = 3456, sizes = [...]") go by the operator's name: each instance's text is its own.
+-- 12, op_id = 3456, sizes = [...]") go by the operator's name: each instance's text is its own
+-- (the pattern is timeline/code.py's TORCH_OP_ARGS, for the code named in the idle gaps).
 --
 -- text: the range's message (an operator range's name alone).
 -- domain: NVTX domain (NULL for the default domain).
