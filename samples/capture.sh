@@ -26,7 +26,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # probes7: the same under HF Trainer (one GPU); probes8: three blind probes of
                 # workloads/probe2.py (latent diffusion, gradient accumulation, CPU-offloaded layers;
                 # one GPU); probes9: generate() under emit_nvtx (blind), and the offloaded layers
-                # again with CPU and Python samples (one GPU); probes10: two processes on one GPU
+                # again with CPU and Python samples (one GPU); probes10: two processes on one GPU;
+                # probes11: a diffusion transformer and a ViT classifier (blind; one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -342,6 +343,13 @@ probe10_series() {
   probe_capture hf_shared_gpu whole $W/probe2.py shared
 }
 
+# Blind probes of transformers that are not language models (a DiT, a ViT), 2026-12-05.
+probe11_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture dit_diffusion range $W/probe3.py dit
+  probe_capture vit_classify range $W/probe3.py vit
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -364,6 +372,8 @@ elif [ "$MODE" = probes9 ]; then
   probe9_series
 elif [ "$MODE" = probes10 ]; then
   probe10_series
+elif [ "$MODE" = probes11 ]; then
+  probe11_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

@@ -92,6 +92,8 @@ COUNTS = {
     "hf_offload": "forwards",  # layers offloaded to the host: their uploads wait inside every pass
     "hf_offload_sampled": "forwards",
     "hf_emit_nvtx": "forwards",  # an NVTX range per operator (emit_nvtx): none of them a step
+    "dit_diffusion": "dit_passes",  # a diffusion transformer: a step per denoising pass
+    "vit_classify": "forwards",  # a ViT serving batches: a step per forward pass
 }
 
 
@@ -678,6 +680,35 @@ def test_a_diffusion_loop_has_a_step_per_denoising_pass_and_no_llm_phases(tmp_pa
     assert "static cache" not in top.recommendation and "vLLM" not in top.recommendation
 
 
+@pytest.mark.parametrize("name", ["dit_diffusion", "vit_classify"])
+def test_transformers_over_image_patches_are_not_language_models(name, tmp_path):
+    """dit_diffusion (a diffusion transformer: attention, GEMMs, few convolutions) and
+    vit_classify (a ViT whose every pass ends in an argmax over 1,000 classes) run transformer
+    passes that read no tokens: a token lookup (an embedding kernel, index_select or PyTorch's
+    gather) runs in none of the ViT's steps, and in 2 of the diffusion's 40: its text encoder's,
+    once per image before the image's first pass (SQL over the export). No prefill or decode,
+    and no LLM serving advice."""
+    con = oracle.open_export(unxz(export_of(name), tmp_path))
+    lookups = [
+        r[0]
+        for r in con.execute(
+            """SELECT k.start FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+               WHERE lower(s.value) LIKE '%embedding%' OR lower(s.value) LIKE '%indexselect%'
+                  OR lower(s.value) LIKE '%index_select%' OR lower(s.value) LIKE '%gather%'"""
+        ).fetchall()
+    ]
+    (steps,) = steps_of(export_of(name)).values()
+    assert len(steps) == facts(name)[COUNTS[name]] == 40
+    reading = [s for _, s, e, *_ in steps if any(s <= t < e for t in lookups)]
+    assert len(reading) == len(lookups) == facts(name).get("images", 0)
+    d = diagnosis(name)
+    assert {p.name for p in d.summary.phases} & LLM_PHASES == set()
+    top = d.findings[0]
+    assert top.rule_id == "launch-bound"
+    for f in d.findings:
+        assert "static cache" not in f.recommendation and "vLLM" not in f.recommendation, f.rule_id
+
+
 def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path):
     """hf_offload: half of the layers live in host memory, and each waits for its weights'
     upload (a pageable copy, then a synchronize) in every pass: the GPU's longest waits are
@@ -869,6 +900,8 @@ PASS_MARKERS = {
     "hf_offload": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "hf_offload_sampled": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "hf_emit_nvtx": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
+    "dit_diffusion": ("elementwise_kernel_with_index", (2, 1, 1)),  # the timestep's arange
+    "vit_classify": ("reduce_kernel", (2, 1, 1)),  # the argmax over the classes
 }
 
 

@@ -369,11 +369,14 @@ time is counted twice. With CPU or Python samples in the capture (docs/capture.m
 time of the idle gaps is attributed to the functions sampled on the launching thread, and to
 the program's NVTX ranges (`idle_code`).
 
-Phases come from the steps. prefill, decode and mixed are given only where the steps are
-token-shaped (each holds sampling or a token embedding lookup), a serving framework is
-detected, an NVTX range names the kind, or the steps hold attention or an embedding lookup and
-GEMMs, convolutions take under a tenth of the kernel time (a diffusion UNet holds attention and
-GEMMs too) and there is no backward pass; other steady work is `steady`. Kernel code built while shapes keep
+Phases come from the steps. prefill, decode and mixed are given only where a serving framework
+is detected, an NVTX range names the kind, the steps are CUDA graph replays of a detected
+framework, or at least half of the steps read tokens (an embedding kernel, PyTorch's gather or
+llama.cpp's `get_rows`) and either are token-shaped (each holds sampling or a token embedding
+lookup) or hold attention and GEMMs with convolutions under a tenth of the kernel time (a
+diffusion UNet holds attention and GEMMs too); never with a backward pass. A transformer over
+image patches (a ViT, a diffusion transformer) reads no tokens, and its argmax over classes
+looks like sampling. Other steady work is `steady`. Kernel code built while shapes keep
 changing through the run is steady-state cost (`steady-compile`), not start-up. The `steps`
 and `phases` tables ([schema.md](schema.md)) give the exact definitions.
 

@@ -18,6 +18,7 @@ from nsight_doctor.store.timeline import attention as attention_mod
 from nsight_doctor.store.timeline import busy as busy_mod
 from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
+from nsight_doctor.store.timeline import llm as llm_mod
 from nsight_doctor.store.timeline import nvtx as nvtx_mod
 from nsight_doctor.store.timeline import nvtx_steps, threads
 from nsight_doctor.store.timeline import parts as parts_mod
@@ -132,14 +133,14 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     )
     with_replay = chosen.filter(pl.col("marks").fill_null("").str.contains(r"\bgraph\b"))
     graphs = set(replays["device_id"].to_list()) | set(with_replay["device_id"].to_list())
-    llm = phases_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs)
+    llm = llm_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs)
     ph = phases_mod.build(
         busy,
         ops,
         st,
         g,
         llm,
-        batching=framework[0] in phases_mod.BATCHING_ENGINES,
+        batching=framework[0] in llm_mod.BATCHING_ENGINES,
         jobs=jobs,
         graphs=graphs,
     )

@@ -11,53 +11,6 @@ IDLE_NS = 100_000_000
 STEADY = ["prefill", "decode", "mixed", "steady"]
 # A phase's source: nvtx when all of its steps (or pieces) come from NVTX ranges.
 SOURCE = pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwise(pl.lit("inferred"))
-LLM_FRAMEWORKS = ["vllm", "sglang", "tensorrt-llm", "transformers"]
-BATCHING_ENGINES = ["vllm", "sglang", "tensorrt-llm"]
-TRAINING = r"(?i)backward|bwd|_grad|dgrad|wgrad|adam|optimizer|sgd_"
-# A GPU whose kernel time is CONV_SHARE or more convolutions (cuDNN's and PyTorch's; not cuDNN's
-# SDPA, which says fprop too) runs a convolutional network (a UNet), not a language model.
-CONVOLUTION, CONV_SHARE = r"(?i)convolve|winograd|(fprop|dgrad|wgrad)_implicit_gemm|nhwckrsc|conv[23]d|convolution", 0.1
-
-
-def llm_devices(
-    ops: pl.DataFrame,
-    steps: pl.DataFrame,
-    names: pl.DataFrame,
-    framework: str,
-    evidence: str | None,
-    token_steps: set[int],
-    graph_steps: set[int],
-) -> set[int]:
-    """GPUs whose steps are LLM forward passes: a serving framework was detected (by more than
-    an environment variable's name, or by that and steps that are CUDA graph replays), an NVTX
-    range names the step kind, the steps are token-shaped (each holds sampling or a token
-    embedding lookup: token_steps), or their kernels hold attention or an embedding lookup, GEMMs
-    and few convolutions; never with a backward pass or optimizer (Trainer is transformers too)."""
-    devices = set(steps["device_id"].unique().to_list()) if steps.height else set()
-    hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
-    k = (
-        ops.select("device_id", "start", "end", "kind", "name_id", "category")
-        .filter(pl.col("kind") == KERNEL)
-        .join(steps.group_by("device_id").agg(s0=pl.col("start").min(), s1=pl.col("end").max()), on="device_id")
-        .filter((pl.col("start") >= pl.col("s0")) & (pl.col("start") < pl.col("s1")))
-        # (the names' tests on each distinct kernel, not on millions of launches)
-        .group_by("device_id", "name_id", "category")
-        .agg(ns=(pl.col("end") - pl.col("start")).sum())
-    ).join(names.rename({"id": "name_id", "value": "kname"}), on="name_id", how="left")
-    cat = pl.col("category").cast(pl.String)
-    per = k.group_by("device_id").agg(
-        forward=cat.is_in(["attention", "attention-unfused", "embedding"]).any(),
-        gemm=(cat == "gemm").any(),
-        training=pl.col("kname").fill_null("").str.contains(TRAINING).any(),
-        conv=pl.col("ns").filter(pl.col("kname").str.contains(CONVOLUTION)).sum() / pl.col("ns").sum().clip(1),
-    )
-    training = set(per.filter("training")["device_id"].to_list())
-    if framework in LLM_FRAMEWORKS:
-        if not (evidence or "environment").startswith("environment"):
-            return devices - training
-        token_steps = token_steps | graph_steps
-    found = set(per.filter(pl.col("forward") & pl.col("gemm") & (pl.col("conv") < CONV_SHARE))["device_id"].to_list())
-    return devices & ((found | hinted | token_steps) - training)
 
 
 def build(

@@ -1,0 +1,165 @@
+"""Probes of transformers that are not language models (probe.py holds the helpers these share).
+Each runs its measured calls between cudaProfilerStart/Stop after warm-up, no NVTX, and prints a
+`FACTS {json}` line with what it did: the oracle its steps are checked against.
+
+- `dit`: image generation with a diffusion transformer (as PixArt or DiT): per image a text
+  encoder pass (a token embedding and 2 transformer layers), then `--steps` denoising steps,
+  each one pass of a transformer over the latent's patches (a patchify convolution, `--layers`
+  blocks of self-attention, cross-attention to the text and an MLP, each modulated by the
+  timestep: adaLN) over the conditional and unconditional halves of a batch
+  (classifier-free guidance) and a DDIM update, then a decoder (convolutions and upsampling)
+  and the image copied to the host.
+- `vit`: image classification serving (transformers' ViT, random weights): per batch, images
+  copied from pinned host memory, one forward pass, and the predicted classes (argmax over
+  1,000 logits) read back to the host.
+"""
+
+import argparse
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from probe import add_modes, count_forwards, report
+
+
+class Block(nn.Module):
+    """A DiT block: self-attention, cross-attention and an MLP, scaled and shifted by the
+    timestep's modulation (adaLN-single, as PixArt)."""
+
+    def __init__(self, d, heads, ctx):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2, self.n3 = (nn.LayerNorm(d, elementwise_affine=False) for _ in range(3))
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.q2, self.kv2, self.proj2 = nn.Linear(d, d), nn.Linear(ctx, 2 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d))
+        self.table = nn.Parameter(torch.randn(6, d) / d**0.5)
+
+    def split(self, x):
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+    def forward(self, x, mod, ctx):
+        s1, b1, g1, s2, b2, g2 = (self.table[None] + mod).chunk(6, 1)
+        h = self.n1(x) * (1 + s1) + b1
+        q, k, v = (self.split(t) for t in self.qkv(h).chunk(3, -1))
+        x = x + g1 * self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2))
+        k2, v2 = (self.split(t) for t in self.kv2(ctx).chunk(2, -1))
+        a2 = F.scaled_dot_product_attention(self.split(self.q2(self.n2(x))), k2, v2)
+        x = x + self.proj2(a2.transpose(1, 2).flatten(2))
+        return x + g2 * self.mlp(self.n3(x) * (1 + s2) + b2)
+
+
+class DiT(nn.Module):
+    def __init__(self, size, d=768, layers=12, heads=12, ctx=512, patch=2):
+        super().__init__()
+        self.patch, self.side, self.base = patch, size // patch, 256
+        self.embed = nn.Conv2d(4, d, patch, patch)
+        self.pos = nn.Parameter(torch.randn(1, self.side**2, d) * 0.02)
+        self.temb = nn.Sequential(nn.Linear(self.base, d), nn.SiLU(), nn.Linear(d, d))
+        self.mod = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+        self.blocks = nn.ModuleList(Block(d, heads, ctx) for _ in range(layers))
+        self.norm, self.out = nn.LayerNorm(d, elementwise_affine=False), nn.Linear(d, patch * patch * 4)
+
+    def forward(self, x, t, ctx):
+        b = x.shape[0]
+        half = self.base // 2
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, device=x.device) / half)
+        args = t.float()[None] * freqs
+        te = self.temb(torch.cat([args.cos(), args.sin()]).to(x.dtype).expand(b, -1))
+        mod = self.mod(te).unflatten(1, (6, -1))
+        h = self.embed(x).flatten(2).transpose(1, 2) + self.pos
+        for blk in self.blocks:
+            h = blk(h, mod, ctx)
+        h = self.out(self.norm(h))  # (b, side*side, p*p*4) back to (b, 4, size, size)
+        h = h.unflatten(1, (self.side, self.side)).unflatten(-1, (self.patch, self.patch, 4))
+        return h.permute(0, 5, 1, 3, 2, 4).reshape(b, 4, self.side * self.patch, self.side * self.patch)
+
+
+def run_dit(a):
+    """a.calls images (batch a.batch) of a.steps denoising steps each, after one warm-up image."""
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        enc_layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, norm_first=True)
+        embed, encoder = nn.Embedding(49408, 512), nn.TransformerEncoder(enc_layer, 2, enable_nested_tensor=False)
+        dit = DiT(a.size, layers=a.layers)
+        decoder = nn.Sequential(nn.Conv2d(4, 256, 3, 1, 1), nn.SiLU(), nn.Upsample(scale_factor=2),
+                                nn.Conv2d(256, 128, 3, 1, 1), nn.SiLU(), nn.Upsample(scale_factor=2),
+                                nn.Conv2d(128, 64, 3, 1, 1), nn.SiLU(), nn.Conv2d(64, 3, 3, 1, 1))
+    for m in (embed, encoder, dit, decoder):
+        m.to(torch.bfloat16).eval()
+    passes = count_forwards(dit)
+    betas = torch.linspace(0.00085**0.5, 0.012**0.5, 1000, dtype=torch.float64) ** 2
+    abar = torch.cumprod(1 - betas, 0).tolist()
+    ts = list(range(999, -1, -1000 // a.steps))[: a.steps]
+    prompt = torch.randint(0, 49408, (2 * a.batch, 77), device="cuda")
+
+    def image():
+        ctx = encoder(embed(prompt))
+        x = torch.randn(a.batch, 4, a.size, a.size, device="cuda", dtype=torch.bfloat16)
+        for i, t in enumerate(ts):
+            eps_c, eps_u = dit(torch.cat([x, x]), torch.tensor(t, device="cuda"), ctx).chunk(2)
+            eps = eps_u + a.guidance * (eps_c - eps_u)
+            ab, ab_prev = abar[t], abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
+            x0 = (x - (1 - ab) ** 0.5 * eps) / ab**0.5
+            x = ab_prev**0.5 * x0 + (1 - ab_prev) ** 0.5 * eps
+        return decoder(x).float().clamp(-1, 1).cpu()
+
+    with torch.no_grad():
+        image()
+        torch.cuda.synchronize()
+        warm = passes["n"]
+        torch.cuda.profiler.start()
+        for _ in range(a.calls):
+            image()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    report({"workload": "dit", "images": a.calls, "steps_per_image": a.steps, "dit_passes": passes["n"] - warm,
+            "warmup_dit_passes": warm, "batch": a.batch, "latent": a.size, "layers": a.layers})
+
+
+def run_vit(a):
+    """a.batches batches of a.batch images after a.warmup batches: one forward pass each."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=224, patch_size=16, hidden_size=768, num_hidden_layers=a.layers,
+                    num_attention_heads=12, intermediate_size=3072, num_labels=1000)
+    model = ViTForImageClassification(cfg).to("cuda", torch.bfloat16).eval()
+    passes = count_forwards(model)
+    images = torch.randn(a.batch, 3, 224, 224, dtype=torch.bfloat16).pin_memory()
+    preds = []
+
+    def batch():
+        x = images.to("cuda", non_blocking=True)
+        preds.append(model(pixel_values=x).logits.argmax(-1).cpu())
+
+    with torch.no_grad():
+        for _ in range(a.warmup):
+            batch()
+        torch.cuda.synchronize()
+        warm = passes["n"]
+        torch.cuda.profiler.start()
+        for _ in range(a.batches):
+            batch()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    report({"workload": "vit", "batches": a.batches, "forwards": passes["n"] - warm, "warmup": a.warmup,
+            "batch": a.batch, "layers": a.layers, "attn": model.config._attn_implementation})
+
+
+MODES = {
+    "dit": {"batch": 2, "size": 64, "steps": 20, "calls": 2, "guidance": 4.5, "layers": 12},
+    "vit": {"batch": 32, "batches": 40, "warmup": 5, "layers": 12},
+}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_modes(p.add_subparsers(dest="cmd", required=True), MODES)
+    a = p.parse_args(argv)
+    {"dit": run_dit, "vit": run_vit}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
