@@ -27,7 +27,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # workloads/probe2.py (latent diffusion, gradient accumulation, CPU-offloaded layers;
                 # one GPU); probes9: generate() under emit_nvtx (blind), and the offloaded layers
                 # again with CPU and Python samples (one GPU); probes10: two processes on one GPU;
-                # probes11: a diffusion transformer and a ViT classifier (blind; one GPU)
+                # probes11: a diffusion transformer and a ViT classifier (blind; one GPU);
+                # probes12: the allocator's cache emptied every pass, and a pipelined loop (blind)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -350,6 +351,14 @@ probe11_series() {
   probe_capture vit_classify range $W/probe3.py vit
 }
 
+# Blind probes of the allocator's cache emptied every pass, and of a healthy pipelined loop
+# (input prefetched on a side stream), 2026-12-05.
+probe12_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_empty_cache range $W/probe3.py empty_cache
+  probe_capture prefetch_pipeline range $W/probe3.py prefetch
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -374,6 +383,8 @@ elif [ "$MODE" = probes10 ]; then
   probe10_series
 elif [ "$MODE" = probes11 ]; then
   probe11_series
+elif [ "$MODE" = probes12 ]; then
+  probe12_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

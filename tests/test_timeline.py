@@ -94,6 +94,8 @@ COUNTS = {
     "hf_emit_nvtx": "forwards",  # an NVTX range per operator (emit_nvtx): none of them a step
     "dit_diffusion": "dit_passes",  # a diffusion transformer: a step per denoising pass
     "vit_classify": "forwards",  # a ViT serving batches: a step per forward pass
+    "hf_empty_cache": "forwards",  # the allocator's cache emptied before every pass
+    "prefetch_pipeline": "steps",  # uploads a step ahead on a side stream, results read two steps late
 }
 
 
@@ -709,6 +711,43 @@ def test_transformers_over_image_patches_are_not_language_models(name, tmp_path)
         assert "static cache" not in f.recommendation and "vLLM" not in f.recommendation, f.rule_id
 
 
+def test_a_pipelined_loop_whose_uploads_overlap_its_compute_is_quiet(tmp_path):
+    """prefetch_pipeline: each step's 64 MiB input is uploaded a step ahead on a side stream and
+    the host waits only for results two steps old. By an independent pass over the export, 90%
+    or more of the uploads' time overlaps a kernel; the GPU is busy throughout, and no finding
+    says otherwise (transfers, syncs, launches, idle time)."""
+    con = sqlite3.connect(f"file:{unxz(export_of('prefetch_pipeline'), tmp_path)}?mode=ro", uri=True)
+    kernels = sorted(con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchall())
+    uploads = con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1').fetchall()
+    con.close()
+    overlapped = sum(max(0, min(b, e) - max(a, s)) for s, e in uploads for a, b in kernels)
+    assert overlapped >= 0.9 * sum(e - s for s, e in uploads)
+    d = diagnosis("prefetch_pipeline")
+    (g,) = d.summary.steady_gpus
+    assert g.busy_pct is not None and g.busy_pct >= 95
+    assert {p.name for p in d.summary.phases if p.steps} == {"steady"}
+    quiet = {"transfer-heavy", "host-sync", "launch-bound", "gpu-idle", "pageable-memcpy", "sync-memcpy"}
+    assert not quiet & {f.rule_id for f in d.findings}
+
+
+def test_an_emptied_allocator_cache_that_costs_little_is_not_blamed(tmp_path):
+    """hf_empty_cache: torch.cuda.empty_cache() before every pass of generate(). Once warm, the
+    allocator freed and allocated again 10 times in 48 passes (SQL: cudaFree and cudaMalloc
+    under 1% of the window): launch-bound leads, and no finding gives allocation advice."""
+    con = sqlite3.connect(f"file:{unxz(export_of('hf_empty_cache'), tmp_path)}?mode=ro", uri=True)
+    (alloc_ns,) = con.execute(
+        """SELECT sum(r."end" - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+           WHERE s.value LIKE 'cudaFree%' OR s.value LIKE 'cudaMalloc%'"""
+    ).fetchone()
+    (t0, t1) = con.execute('SELECT min(start), max("end") FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    con.close()
+    assert 0 < alloc_ns < 0.01 * (t1 - t0)
+    d = diagnosis("hf_empty_cache")
+    assert d.findings[0].rule_id == "launch-bound"
+    for f in d.findings:
+        assert "allocat" not in f.recommendation, f.rule_id
+
+
 def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path):
     """hf_offload: half of the layers live in host memory, and each waits for its weights'
     upload (a pageable copy, then a synchronize) in every pass: the GPU's longest waits are
@@ -902,6 +941,8 @@ PASS_MARKERS = {
     "hf_emit_nvtx": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "dit_diffusion": ("elementwise_kernel_with_index", (2, 1, 1)),  # the timestep's arange
     "vit_classify": ("reduce_kernel", (2, 1, 1)),  # the argmax over the classes
+    "hf_empty_cache": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
+    "prefetch_pipeline": ("reduce_kernel", (512, 1, 1)),  # the argmax of each step
 }
 
 

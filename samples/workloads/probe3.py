@@ -12,6 +12,14 @@ Each runs its measured calls between cudaProfilerStart/Stop after warm-up, no NV
 - `vit`: image classification serving (transformers' ViT, random weights): per batch, images
   copied from pinned host memory, one forward pass, and the predicted classes (argmax over
   1,000 logits) read back to the host.
+- `empty_cache`: generate() of a small Llama shape in a server that calls
+  `torch.cuda.empty_cache()` before every forward pass (a forward pre-hook), as some do to keep
+  memory low: the allocator frees its cached blocks (`cudaFree`, which waits for the GPU) and
+  allocates them again in the pass.
+- `prefetch`: a well-pipelined inference loop: each step's input (pinned, `--mb` MB) is copied
+  to the GPU on a side stream one step ahead, the compute (a stack of large GEMMs) waits for it
+  by an event, and the step's results are copied back without blocking; the host waits only
+  for the results of the step before last. The GPU should be busy throughout.
 """
 
 import argparse
@@ -20,7 +28,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from probe import add_modes, count_forwards, report
+from probe import add_modes, count_forwards, generate_kw, llama_model, measured_generate, report
 
 
 class Block(nn.Module):
@@ -148,9 +156,73 @@ def run_vit(a):
             "batch": a.batch, "layers": a.layers, "attn": model.config._attn_implementation})
 
 
+def run_empty_cache(a):
+    """generate() with the allocator's cache emptied before every forward pass."""
+    model, cfg = llama_model(a.layers)
+    empties = {"n": 0}
+
+    def empty(module, args, kwargs):
+        torch.cuda.empty_cache()
+        empties["n"] += 1
+
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    model.register_forward_pre_hook(empty, with_kwargs=True)
+    facts = measured_generate(a, model, ids, generate_kw(a, sample=False))
+    # (the warm-up call's passes emptied the cache too)
+    report({"workload": "empty_cache", "empty_cache_calls": empties["n"] - facts["warmup_forwards"], **facts})
+
+
+def run_prefetch(a):
+    """a.steps steps after a.warmup: input prefetched a step ahead on a side stream, results read
+    back two steps late."""
+    torch.manual_seed(0)
+    rows = a.mb * 2**20 // (2 * a.width)
+    layers = [torch.randn(a.width, a.width, device="cuda", dtype=torch.bfloat16) / a.width**0.5
+              for _ in range(a.layers)]
+    host = [torch.randn(rows, a.width, dtype=torch.bfloat16).pin_memory() for _ in range(2)]
+    dev = [torch.empty(rows, a.width, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    out = [torch.empty(rows, dtype=torch.int64).pin_memory() for _ in range(3)]
+    copy, main = torch.cuda.Stream(), torch.cuda.current_stream()
+    ready = [torch.cuda.Event() for _ in range(2)]
+    done = [torch.cuda.Event() for _ in range(3)]
+    free = [torch.cuda.Event() for _ in range(2)]
+
+    def upload(i):
+        with torch.cuda.stream(copy):
+            copy.wait_event(free[i % 2])  # (the buffer's last reader is done)
+            dev[i % 2].copy_(host[i % 2], non_blocking=True)
+            ready[i % 2].record(copy)
+
+    def run(n):
+        upload(0)
+        for i in range(n):
+            if i + 1 < n:
+                upload(i + 1)
+            main.wait_event(ready[i % 2])
+            x = dev[i % 2]
+            for w in layers:
+                x = torch.relu(x @ w)
+            free[i % 2].record(main)
+            out[i % 3].copy_(x.argmax(-1), non_blocking=True)
+            done[i % 3].record(main)
+            if i >= 2:
+                done[(i - 2) % 3].synchronize()  # the host reads the results of the step before last
+        torch.cuda.synchronize()
+
+    with torch.no_grad():
+        run(a.warmup)
+        torch.cuda.profiler.start()
+        run(a.steps)
+        torch.cuda.profiler.stop()
+    report({"workload": "prefetch", "steps": a.steps, "warmup": a.warmup, "mb": a.mb, "rows": rows,
+            "width": a.width, "layers": a.layers})
+
+
 MODES = {
     "dit": {"batch": 2, "size": 64, "steps": 20, "calls": 2, "guidance": 4.5, "layers": 12},
     "vit": {"batch": 32, "batches": 40, "warmup": 5, "layers": 12},
+    "empty_cache": {"batch": 4, "prompt_len": 128, "new_tokens": 24, "calls": 2, "layers": 8},
+    "prefetch": {"steps": 40, "warmup": 5, "mb": 64, "width": 4096, "layers": 8},
 }
 
 
@@ -158,7 +230,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_modes(p.add_subparsers(dest="cmd", required=True), MODES)
     a = p.parse_args(argv)
-    {"dit": run_dit, "vit": run_vit}[a.cmd](a)
+    {"dit": run_dit, "vit": run_vit, "empty_cache": run_empty_cache, "prefetch": run_prefetch}[a.cmd](a)
 
 
 if __name__ == "__main__":
