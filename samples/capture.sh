@@ -28,7 +28,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # one GPU); probes9: generate() under emit_nvtx (blind), and the offloaded layers
                 # again with CPU and Python samples (one GPU); probes10: two processes on one GPU;
                 # probes11: a diffusion transformer and a ViT classifier (blind; one GPU);
-                # probes12: the allocator's cache emptied every pass, and a pipelined loop (blind)
+                # probes12: the allocator's cache emptied every pass, and a pipelined loop (blind);
+                # probes13: piecewise CUDA graphs, and generate() streaming from a worker thread
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -359,6 +360,15 @@ probe12_series() {
   probe_capture prefetch_pipeline range $W/probe3.py prefetch
 }
 
+# Blind probes of piecewise CUDA graphs (as vLLM's: eager attention between graph replays) and
+# of generate() streaming from a worker thread to a main thread that runs Python per token
+# (with CPU and Python samples), 2026-12-05.
+probe13_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  NSYS_TIMEOUT=400 probe_capture hf_piecewise_graphs range $W/probe3.py piecewise
+  probe_capture hf_streamer_thread sampled $W/probe3.py streamer
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -385,6 +395,8 @@ elif [ "$MODE" = probes11 ]; then
   probe11_series
 elif [ "$MODE" = probes12 ]; then
   probe12_series
+elif [ "$MODE" = probes13 ]; then
+  probe13_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

@@ -96,6 +96,8 @@ COUNTS = {
     "vit_classify": "forwards",  # a ViT serving batches: a step per forward pass
     "hf_empty_cache": "forwards",  # the allocator's cache emptied before every pass
     "prefetch_pipeline": "steps",  # uploads a step ahead on a side stream, results read two steps late
+    "hf_piecewise_graphs": "forwards",  # 11 graph replays a pass, eager attention between them
+    "hf_streamer_thread": "forwards",  # generate() in a worker thread, the main thread streaming
 }
 
 
@@ -748,6 +750,36 @@ def test_an_emptied_allocator_cache_that_costs_little_is_not_blamed(tmp_path):
         assert "allocat" not in f.recommendation, f.rule_id
 
 
+def test_a_step_replayed_in_pieces_is_told_to_replay_whole(tmp_path):
+    """hf_piecewise_graphs: a compiled forward split at each layer's attention (as vLLM's
+    piecewise CUDA graphs): 11 graph launches a pass by SQL. Launch-bound says the step is
+    captured in pieces and advises removing the graph breaks, not compiling with a static
+    cache, which the workload already does."""
+    con = sqlite3.connect(f"file:{unxz(export_of('hf_piecewise_graphs'), tmp_path)}?mode=ro", uri=True)
+    (launches,) = con.execute(
+        """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+           WHERE s.value LIKE 'cudaGraphLaunch%'"""
+    ).fetchone()
+    con.close()
+    passes = facts("hf_piecewise_graphs")["forwards"]
+    assert launches // passes == 11
+    d = diagnosis("hf_piecewise_graphs")
+    top = d.findings[0]
+    assert top.rule_id == "launch-bound" and top.evidence["pieces"]
+    assert round(top.evidence["replays_per_step"]) == 11
+    assert "captured in pieces" in top.message
+    assert "fullgraph=True" in top.recommendation and "static" not in top.recommendation
+
+
+def test_a_generate_thread_streaming_to_the_main_thread_is_stepped_by_its_own_work():
+    """hf_streamer_thread: generate() runs in a worker thread (a new one per call) and the main
+    thread streams its tokens. The steps are the workers' passes (COUNTS), and the true
+    bottleneck leads: cuDNN building an attention plan for every new KV length."""
+    d = diagnosis("hf_streamer_thread")
+    assert d.findings[0].rule_id == "steady-compile"
+    assert {p.name for p in d.summary.phases if p.steps} == {"prefill", "decode"}
+
+
 def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path):
     """hf_offload: half of the layers live in host memory, and each waits for its weights'
     upload (a pageable copy, then a synchronize) in every pass: the GPU's longest waits are
@@ -943,6 +975,8 @@ PASS_MARKERS = {
     "vit_classify": ("reduce_kernel", (2, 1, 1)),  # the argmax over the classes
     "hf_empty_cache": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "prefetch_pipeline": ("reduce_kernel", (512, 1, 1)),  # the argmax of each step
+    "hf_piecewise_graphs": ("reduce_kernel", (4, 1, 1)),
+    "hf_streamer_thread": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
 }
 
 

@@ -16,6 +16,15 @@ Each runs its measured calls between cudaProfilerStart/Stop after warm-up, no NV
   `torch.cuda.empty_cache()` before every forward pass (a forward pre-hook), as some do to keep
   memory low: the allocator frees its cached blocks (`cudaFree`, which waits for the GPU) and
   allocates them again in the pass.
+- `piecewise`: generate() with a static cache and a forward compiled in pieces, as vLLM's
+  piecewise CUDA graphs: each decoder layer's attention runs eagerly
+  (`torch.compiler.disable`), and the code between attentions (norms, MLPs, projections) is
+  compiled with `mode="reduce-overhead"`, each piece replayed as a CUDA graph: a forward pass is
+  layers + 1 graph replays with eager attention kernels between them.
+- `streamer`: generate() in a worker thread with a streamer, as a chat server streams tokens
+  (transformers' TextIteratorStreamer pattern): the main thread takes each token from a queue
+  and runs `--consume-ms` of Python on it (detokenising, stop-string checks), holding the GIL
+  while the worker thread launches the next pass.
 - `prefetch`: a well-pipelined inference loop: each step's input (pinned, `--mb` MB) is copied
   to the GPU on a side stream one step ahead, the compute (a stack of large GEMMs) waits for it
   by an event, and the step's results are copied back without blocking; the host waits only
@@ -91,9 +100,17 @@ def run_dit(a):
         enc_layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, norm_first=True)
         embed, encoder = nn.Embedding(49408, 512), nn.TransformerEncoder(enc_layer, 2, enable_nested_tensor=False)
         dit = DiT(a.size, layers=a.layers)
-        decoder = nn.Sequential(nn.Conv2d(4, 256, 3, 1, 1), nn.SiLU(), nn.Upsample(scale_factor=2),
-                                nn.Conv2d(256, 128, 3, 1, 1), nn.SiLU(), nn.Upsample(scale_factor=2),
-                                nn.Conv2d(128, 64, 3, 1, 1), nn.SiLU(), nn.Conv2d(64, 3, 3, 1, 1))
+        decoder = nn.Sequential(
+            nn.Conv2d(4, 256, 3, 1, 1),
+            nn.SiLU(),
+            nn.Upsample(scale_factor=2),
+            nn.Conv2d(256, 128, 3, 1, 1),
+            nn.SiLU(),
+            nn.Upsample(scale_factor=2),
+            nn.Conv2d(128, 64, 3, 1, 1),
+            nn.SiLU(),
+            nn.Conv2d(64, 3, 3, 1, 1),
+        )
     for m in (embed, encoder, dit, decoder):
         m.to(torch.bfloat16).eval()
     passes = count_forwards(dit)
@@ -122,8 +139,18 @@ def run_dit(a):
             image()
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
-    report({"workload": "dit", "images": a.calls, "steps_per_image": a.steps, "dit_passes": passes["n"] - warm,
-            "warmup_dit_passes": warm, "batch": a.batch, "latent": a.size, "layers": a.layers})
+    report(
+        {
+            "workload": "dit",
+            "images": a.calls,
+            "steps_per_image": a.steps,
+            "dit_passes": passes["n"] - warm,
+            "warmup_dit_passes": warm,
+            "batch": a.batch,
+            "latent": a.size,
+            "layers": a.layers,
+        }
+    )
 
 
 def run_vit(a):
@@ -131,8 +158,15 @@ def run_vit(a):
     from transformers import ViTConfig, ViTForImageClassification
 
     torch.manual_seed(0)
-    cfg = ViTConfig(image_size=224, patch_size=16, hidden_size=768, num_hidden_layers=a.layers,
-                    num_attention_heads=12, intermediate_size=3072, num_labels=1000)
+    cfg = ViTConfig(
+        image_size=224,
+        patch_size=16,
+        hidden_size=768,
+        num_hidden_layers=a.layers,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        num_labels=1000,
+    )
     model = ViTForImageClassification(cfg).to("cuda", torch.bfloat16).eval()
     passes = count_forwards(model)
     images = torch.randn(a.batch, 3, 224, 224, dtype=torch.bfloat16).pin_memory()
@@ -152,8 +186,17 @@ def run_vit(a):
             batch()
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
-    report({"workload": "vit", "batches": a.batches, "forwards": passes["n"] - warm, "warmup": a.warmup,
-            "batch": a.batch, "layers": a.layers, "attn": model.config._attn_implementation})
+    report(
+        {
+            "workload": "vit",
+            "batches": a.batches,
+            "forwards": passes["n"] - warm,
+            "warmup": a.warmup,
+            "batch": a.batch,
+            "layers": a.layers,
+            "attn": model.config._attn_implementation,
+        }
+    )
 
 
 def run_empty_cache(a):
@@ -172,13 +215,96 @@ def run_empty_cache(a):
     report({"workload": "empty_cache", "empty_cache_calls": empties["n"] - facts["warmup_forwards"], **facts})
 
 
+def run_piecewise(a):
+    """generate() with the attention eager and the rest compiled and replayed as CUDA graphs."""
+    from transformers import StaticCache
+
+    model, cfg = llama_model(a.layers)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    cache = StaticCache(config=cfg, max_cache_len=a.prompt_len + a.new_tokens)
+    kw = dict(generate_kw(a, sample=False), past_key_values=cache, disable_compile=True)
+    with torch.no_grad():
+        model.generate(ids, **kw)  # (the cache's tensors made outside the graphs)
+    for layer in model.model.layers:
+        layer.self_attn.forward = torch.compiler.disable(layer.self_attn.forward)
+    model.forward = torch.compile(model.forward, mode="reduce-overhead")
+    facts = measured_generate(a, model, ids, kw, warmups=3, before=cache.reset)
+    from torch._dynamo.utils import counters
+
+    facts["dynamo_unique_graphs"] = counters["stats"]["unique_graphs"]
+    report({"workload": "piecewise", **facts})
+
+
+def run_streamer(a):
+    """a.calls generate() calls in a worker thread; the main thread consumes the streamed tokens."""
+    import queue
+    import threading
+    import time
+
+    from transformers.generation.streamers import BaseStreamer
+
+    class Streamer(BaseStreamer):
+        def __init__(self):
+            self.q = queue.Queue()
+
+        def put(self, value):
+            self.q.put(value.flatten().tolist())  # (the prompt first, then each new token)
+
+        def end(self):
+            self.q.put(None)
+
+    def consume(tokens, text):
+        """Python work per token, about a.consume_ms: the text grown and searched for stops."""
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < a.consume_ms / 1e3:
+            text = (text + "".join(chr(97 + t % 26) for t in tokens))[-4096:]
+            _ = any(stop in text for stop in ("</s>", "###", "User:"))
+        return text
+
+    model, cfg = llama_model(a.layers)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    forwards = count_forwards(model)
+    kw = generate_kw(a, sample=False)
+
+    def call():
+        s = Streamer()
+        worker = threading.Thread(target=model.generate, args=(ids,), kwargs=dict(kw, streamer=s), name="generate")
+        worker.start()  # (generate() runs under no_grad itself)
+        text, n = "", 0
+        while (tokens := s.q.get()) is not None:
+            text, n = consume(tokens, text), n + 1
+        worker.join()
+        return n
+
+    call()
+    torch.cuda.synchronize()
+    warm = forwards["n"]
+    torch.cuda.profiler.start()
+    streamed = [call() for _ in range(a.calls)]
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    report(
+        {
+            "workload": "streamer",
+            "forwards": forwards["n"] - warm,
+            "warmup_forwards": warm,
+            "streamed_puts": streamed,
+            "consume_ms": a.consume_ms,
+            "calls": a.calls,
+            "batch": a.batch,
+            "new_tokens": a.new_tokens,
+        }
+    )
+
+
 def run_prefetch(a):
     """a.steps steps after a.warmup: input prefetched a step ahead on a side stream, results read
     back two steps late."""
     torch.manual_seed(0)
     rows = a.mb * 2**20 // (2 * a.width)
-    layers = [torch.randn(a.width, a.width, device="cuda", dtype=torch.bfloat16) / a.width**0.5
-              for _ in range(a.layers)]
+    layers = [
+        torch.randn(a.width, a.width, device="cuda", dtype=torch.bfloat16) / a.width**0.5 for _ in range(a.layers)
+    ]
     host = [torch.randn(rows, a.width, dtype=torch.bfloat16).pin_memory() for _ in range(2)]
     dev = [torch.empty(rows, a.width, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
     out = [torch.empty(rows, dtype=torch.int64).pin_memory() for _ in range(3)]
@@ -214,14 +340,25 @@ def run_prefetch(a):
         torch.cuda.profiler.start()
         run(a.steps)
         torch.cuda.profiler.stop()
-    report({"workload": "prefetch", "steps": a.steps, "warmup": a.warmup, "mb": a.mb, "rows": rows,
-            "width": a.width, "layers": a.layers})
+    report(
+        {
+            "workload": "prefetch",
+            "steps": a.steps,
+            "warmup": a.warmup,
+            "mb": a.mb,
+            "rows": rows,
+            "width": a.width,
+            "layers": a.layers,
+        }
+    )
 
 
 MODES = {
     "dit": {"batch": 2, "size": 64, "steps": 20, "calls": 2, "guidance": 4.5, "layers": 12},
     "vit": {"batch": 32, "batches": 40, "warmup": 5, "layers": 12},
     "empty_cache": {"batch": 4, "prompt_len": 128, "new_tokens": 24, "calls": 2, "layers": 8},
+    "piecewise": {"batch": 4, "prompt_len": 64, "new_tokens": 32, "calls": 2, "layers": 4},
+    "streamer": {"batch": 1, "prompt_len": 64, "new_tokens": 48, "calls": 2, "layers": 8, "consume_ms": 3.0},
     "prefetch": {"steps": 40, "warmup": 5, "mb": 64, "width": 4096, "layers": 8},
 }
 
@@ -230,7 +367,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_modes(p.add_subparsers(dest="cmd", required=True), MODES)
     a = p.parse_args(argv)
-    {"dit": run_dit, "vit": run_vit, "empty_cache": run_empty_cache, "prefetch": run_prefetch}[a.cmd](a)
+    {
+        "dit": run_dit,
+        "vit": run_vit,
+        "empty_cache": run_empty_cache,
+        "piecewise": run_piecewise,
+        "streamer": run_streamer,
+        "prefetch": run_prefetch,
+    }[a.cmd](a)
 
 
 if __name__ == "__main__":
