@@ -7,6 +7,7 @@ independent oracle (tests/oracle.py: plain Python over the raw export).
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
 import json
 import re
@@ -778,6 +779,50 @@ def test_a_generate_thread_streaming_to_the_main_thread_is_stepped_by_its_own_wo
     d = diagnosis("hf_streamer_thread")
     assert d.findings[0].rule_id == "steady-compile"
     assert {p.name for p in d.summary.phases if p.steps} == {"prefill", "decode"}
+
+
+def test_the_python_that_holds_the_gil_while_the_launching_thread_waits_is_named(tmp_path):
+    """hf_streamer_thread: while the main thread runs its per-token Python, the generating
+    thread waits for the GIL in pthread_cond_timedwait. By an independent pass over the export
+    (the non-launching threads' running Python samples taken inside the launching threads' waits,
+    by innermost frame), the main thread's <genexpr> (probe3.py:261) holds most of that time;
+    gpu-idle names it first among the other threads' code and gives the GIL advice."""
+    con = sqlite3.connect(f"file:{unxz(export_of('hf_streamer_thread'), tmp_path)}?mode=ro", uri=True)
+    launching = {
+        r[0]
+        for r in con.execute(
+            """SELECT DISTINCT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+               JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId"""
+        )
+    }
+    waits = sorted(
+        (start, end)
+        for start, end, tid in con.execute(
+            """SELECT o.start, o."end", o.globalTid FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId
+               WHERE s.value = 'pthread_cond_timedwait'"""
+        )
+        if tid in launching
+    )
+    samples = con.execute(
+        """SELECT e.start, e.globalTid, json_extract(e.jsonText, '$."Python Periodic Sampling"."Thread state"'),
+                  f.value, json_extract(e.jsonText, '$."Python Periodic Sampling".Frames[0].Line')
+           FROM NVTX_EVENTS e
+           JOIN StringIds f ON f.id = json_extract(e.jsonText, '$."Python Periodic Sampling".Frames[0].Function')
+           WHERE e.eventType = 34 AND e.jsonText LIKE '%Python Periodic Sampling%'"""
+    ).fetchall()
+    con.close()
+    starts = [w[0] for w in waits]
+    held: collections.Counter = collections.Counter()
+    for t, tid, state, fn, line in samples:
+        i = bisect.bisect_right(starts, t) - 1
+        if tid not in launching and state in ("Running", "Uninterruptible") and i >= 0 and t < waits[i][1]:
+            held[(fn.replace("&lt;", "<").replace("&gt;", ">"), line)] += 1
+    (top, n), *_ = held.most_common()
+    assert top == ("<genexpr>", 261) and n > 0.5 * sum(held.values())
+    idle = finding(diagnosis("hf_streamer_thread"), "gpu-idle")
+    assert "Meanwhile the process's other threads ran Python" in idle.message
+    assert idle.evidence["held_code"].split("; ")[0].endswith("in `<genexpr>` (probe3.py:261)")
+    assert "GIL" in idle.recommendation
 
 
 def test_offloaded_layers_do_not_move_the_step_boundaries_into_the_pass(tmp_path):

@@ -142,7 +142,7 @@ STEP_PARTS = [
 def step_rows(s: Summary) -> Rows:
     """Per GPU with steps: what the steps were found from, where a step's time goes, and the
     code that held the CPU while the GPU waited (one line each; several GPUs prefix theirs)."""
-    found, split, code, blocked = [], [], [], []
+    found, split, code, blocked, held = [], [], [], [], []
     gpus = [g for g in s.steady_gpus if g.step_source is not None]
     for g in gpus:
         label = f"GPU {g.device_id}: " if len(gpus) > 1 else ""
@@ -160,11 +160,16 @@ def step_rows(s: Summary) -> Rows:
                 if getattr(sp, key) >= 0.0005 * sp.step_ns_mean
             ]
             split.append(f"{label}mean {fmt_ns(sp.step_ns_mean)}: " + ", ".join(shares))
-        cpu = [c for c in g.idle_code if c.part == "cpu" and c.source != "osrt"]
+        cpu = [c for c in g.idle_code if c.part == "cpu" and c.source not in ("osrt", "threads")]
         top = [c for c in cpu if c.source == cpu[0].source][:2] if cpu else []
         waits = [c for c in g.idle_code if c.part == "cpu" and c.source == "osrt" and (c.share_pct or 0) >= 5][:2]
         if waits:
             blocked.append(f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')}" for c in waits))
+        others = [c for c in g.idle_code if c.part == "cpu" and c.source == "threads" and (c.share_pct or 0) >= 5][:2]
+        if waits and others:
+            held.append(
+                f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')} ({c.location})" for c in others)
+            )
         if top:
             named = "; ".join(
                 f"{pct(c.share_pct)} {clip(c.name or '?')}"
@@ -180,6 +185,7 @@ def step_rows(s: Summary) -> Rows:
         + labelled("Where a step goes", split)
         + labelled("CPU code while idle", code)
         + labelled("OS calls while idle", blocked)
+        + labelled("Other threads' Python", held)
     )
 
 

@@ -59,7 +59,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     blocking = load_blocking(con)
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
-    py_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_python_samples")
+    py_samples = read(con, "SELECT sample_id, time, pid, tid, state FROM base_python_samples")
     py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
     cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")
     cpu_frames = read(con, "SELECT sample_id, depth, symbol_id, module_id FROM base_cpu_frames")

@@ -15,7 +15,10 @@ ranges. Each gap's time goes to its larger part of the two (idle_code.part).
   steady state;
 - osrt: the thread's OS runtime calls (nsys -t osrt: sleeps, waits, polls, reads) whose middle
   falls in that time, by name, each for its time within the gap: the part of the cpu time in
-  which the thread was blocked in the OS, not running code.
+  which the thread was blocked in the OS, not running code;
+- threads: Python samples of the process's other threads running Python in that time, as
+  python names them: a thread that runs Python holds the GIL, which the launching thread waits
+  for (in the OS: a condition wait) before it can launch again.
 A sample counts when it falls in a gap's cpu time: inside the gap, outside the thread's CUDA
 calls, in a stretch between two of them of SHORT_CPU_NS or more. A source with fewer than
 MIN_SAMPLES samples there on a GPU names nothing (a share of three samples is noise).
@@ -45,6 +48,7 @@ PROFILER_MODULE = r"(?i)ToolsInjection|libcupti|libnvtx|nsys|QuadD"
 # What PyTorch's emit_nvtx writes after an operator's name ("aten::mm, seq = 12, op_id = 3456")
 TORCH_OP_ARGS = r", (seq|stashed seq|op_id|sizes|input_op_ids) = .*$"
 UNRESOLVED = r"^(0x[0-9a-fA-F]+|\[.*\])$"
+RUNNING = ["Running", "Uninterruptible"]
 
 
 def idle_code(
@@ -87,6 +91,7 @@ def idle_code(
         _native(g, calls, cpu_samples, cpu_frames, strings),
         _nvtx(g, nvtx),
         _os_calls(g, calls, os_calls, strings),
+        _other_threads(g, calls, py_samples, py_frames, strings),
     ]
     out = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else None
     if out is None:
@@ -112,7 +117,9 @@ def idle_code(
     ).with_columns(
         ns=pl.coalesce(pl.col("ns"), pl.col("share") * pl.col("cpu_total")), share_pct=100.0 * pl.col("share")
     )
-    rank = pl.col("source").replace_strict({"python": 0, "native": 1, "nvtx": 2, "osrt": 3}, return_dtype=pl.Int32)
+    rank = pl.col("source").replace_strict(
+        {"python": 0, "native": 1, "nvtx": 2, "osrt": 3, "threads": 4}, return_dtype=pl.Int32
+    )
     out = out.sort(
         [pl.col("device_id"), pl.col("part"), rank, pl.col("ns"), pl.col("name")],
         descending=[False, False, False, True, False],
@@ -200,6 +207,23 @@ def _python(g, calls, samples, frames, strings) -> pl.DataFrame:
         .agg(samples=pl.len())
         .with_columns(source=pl.lit("python"))
     )
+
+
+def _other_threads(g, calls, samples, frames, strings) -> pl.DataFrame:
+    """_python's rows for the samples of the launching threads' processes' other threads that
+    were running Python (as if taken on the launching thread, to fall in its gaps)."""
+    if samples.height == 0:
+        return pl.DataFrame()
+    launching = g.select(pid="tpid", ttid="ttid").unique()
+    s = (
+        # (as the sampler names the states: a thread in a blocking wait has let the GIL go)
+        samples.filter(pl.col("state").is_in(RUNNING))
+        .join(launching, on="pid")
+        .filter(pl.col("tid") != pl.col("ttid"))
+        .select("sample_id", "time", "pid", tid="ttid")
+    )
+    rows = _python(g, calls, s, frames, strings)
+    return rows.with_columns(source=pl.lit("threads")) if rows.height else rows
 
 
 def _native(g, calls, samples, frames, strings) -> pl.DataFrame:
