@@ -166,9 +166,14 @@ def step_rows(s: Summary) -> Rows:
         if waits:
             blocked.append(f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')}" for c in waits))
         others = [c for c in g.idle_code if c.part == "cpu" and c.source == "threads" and (c.share_pct or 0) >= 5][:2]
-        if waits and others:
+        # (as gpu-idle says it: where the launching thread's top wait is a condition wait)
+        if waits and others and (waits[0].name or "").startswith("pthread_cond_"):
             held.append(
-                f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')} ({c.location})" for c in others)
+                label
+                + "; ".join(
+                    f"{pct(c.share_pct)} {clip(c.name or '?')}" + (f" ({c.location})" if c.location else "")
+                    for c in others
+                )
             )
         if top:
             named = "; ".join(

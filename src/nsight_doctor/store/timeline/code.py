@@ -16,9 +16,10 @@ ranges. Each gap's time goes to its larger part of the two (idle_code.part).
 - osrt: the thread's OS runtime calls (nsys -t osrt: sleeps, waits, polls, reads) whose middle
   falls in that time, by name, each for its time within the gap: the part of the cpu time in
   which the thread was blocked in the OS, not running code;
-- threads: Python samples of the process's other threads running Python in that time, as
-  python names them: a thread that runs Python holds the GIL, which the launching thread waits
-  for (in the OS: a condition wait) before it can launch again.
+- threads: Python samples of the process's other threads running Python while a launching
+  thread that runs Python itself sat in a condition wait (pthread_cond_wait or _timedwait,
+  CPython's wait for the GIL) in that time, as python names them, less the frames of Python's
+  own waits (threading, queue, selectors): the code that probably held the GIL.
 A sample counts when it falls in a gap's cpu time: inside the gap, outside the thread's CUDA
 calls, in a stretch between two of them of SHORT_CPU_NS or more. A source with fewer than
 MIN_SAMPLES samples there on a GPU names nothing (a share of three samples is noise).
@@ -49,6 +50,10 @@ PROFILER_MODULE = r"(?i)ToolsInjection|libcupti|libnvtx|nsys|QuadD"
 TORCH_OP_ARGS = r", (seq|stashed seq|op_id|sizes|input_op_ids) = .*$"
 UNRESOLVED = r"^(0x[0-9a-fA-F]+|\[.*\])$"
 RUNNING = ["Running", "Uninterruptible"]
+# CPython waits for the GIL in a condition wait; Python's own locks and queues wait on semaphores.
+COND_WAIT = r"^pthread_cond_(timed)?wait"
+# Python's own waiting frames, which a sampler may still call running.
+PYTHON_WAITS = r"^(threading|queue|selectors)\.py:"
 
 
 def idle_code(
@@ -91,7 +96,7 @@ def idle_code(
         _native(g, calls, cpu_samples, cpu_frames, strings),
         _nvtx(g, nvtx),
         _os_calls(g, calls, os_calls, strings),
-        _other_threads(g, calls, py_samples, py_frames, strings),
+        _other_threads(g, calls, py_samples, py_frames, strings, os_calls),
     ]
     out = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) else None
     if out is None:
@@ -209,21 +214,42 @@ def _python(g, calls, samples, frames, strings) -> pl.DataFrame:
     )
 
 
-def _other_threads(g, calls, samples, frames, strings) -> pl.DataFrame:
-    """_python's rows for the samples of the launching threads' processes' other threads that
-    were running Python (as if taken on the launching thread, to fall in its gaps)."""
-    if samples.height == 0:
+def _other_threads(g, calls, samples, frames, strings, os_calls) -> pl.DataFrame:
+    """_python's rows for the samples of other threads running Python while a launching thread
+    sat in a condition wait in its gaps' cpu time (taken as the launching thread's, to fall in
+    its gaps)."""
+    g = g.filter(pl.col("part") == "cpu")
+    if samples.height == 0 or os_calls.height == 0 or g.height == 0:
         return pl.DataFrame()
-    launching = g.select(pid="tpid", ttid="ttid").unique()
+    # (a launching thread that runs no Python waits for no GIL: a C++ worker's condition wait)
+    launching = (
+        g.select(pid="tpid", tid="ttid").unique().join(samples.select("pid", "tid"), on=["pid", "tid"], how="semi")
+    )
+    names = strings.filter(pl.col("value").str.contains(COND_WAIT)).select(name_id="id")
+    waits = (
+        os_calls.join(names, on="name_id", how="semi")
+        .join(launching, on=["pid", "tid"], how="semi")
+        .select("pid", ttid="tid", w0="start", w1="end")
+        .sort("pid", "ttid", "w0")
+    )
     s = (
         # (as the sampler names the states: a thread in a blocking wait has let the GIL go)
         samples.filter(pl.col("state").is_in(RUNNING))
-        .join(launching, on="pid")
+        .join(launching.rename({"tid": "ttid"}), on="pid")
         .filter(pl.col("tid") != pl.col("ttid"))
+        .sort("pid", "ttid", "time")
+        .join_asof(
+            waits, left_on="time", right_on="w0", by=["pid", "ttid"], strategy="backward", check_sortedness=False
+        )
+        .filter(pl.col("w0").is_not_null() & (pl.col("time") < pl.col("w1")))
         .select("sample_id", "time", "pid", tid="ttid")
     )
     rows = _python(g, calls, s, frames, strings)
-    return rows.with_columns(source=pl.lit("threads")) if rows.height else rows
+    if rows.height == 0:
+        return rows
+    return rows.filter(~pl.col("location").fill_null("").str.contains(PYTHON_WAITS)).with_columns(
+        source=pl.lit("threads")
+    )
 
 
 def _native(g, calls, samples, frames, strings) -> pl.DataFrame:

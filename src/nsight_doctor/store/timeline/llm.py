@@ -13,11 +13,13 @@ TRAINING = r"(?i)backward|bwd|_grad|dgrad|wgrad|adam|optimizer|sgd_"
 # A GPU whose kernel time is CONV_SHARE or more convolutions (cuDNN's and PyTorch's; not cuDNN's
 # SDPA, which says fprop too) runs a convolutional network (a UNet), not a language model.
 CONVOLUTION, CONV_SHARE = r"(?i)convolve|winograd|(fprop|dgrad|wgrad)_implicit_gemm|nhwckrsc|conv[23]d|convolution", 0.1
-# A token lookup: the embedding kernels, PyTorch's gather (what nn.Embedding runs since 2.x)
-# and llama.cpp's get_rows. A language model's every forward pass reads its tokens so; a
-# transformer over image patches (a ViT, a diffusion transformer) does not, and its argmax over
-# classes looks like sampling.
-LOOKUP, LOOKUP_SHARE = r"(?i)vectorized_gather_kernel|get_rows", 0.5
+# A token lookup: the embedding kernels, PyTorch's gather (what nn.Embedding runs since 2.x),
+# a kernel named for an embedding (Inductor fuses the lookup into the first norm) and
+# llama.cpp's get_rows. A language model's forward passes read their tokens so (unless a CUDA
+# graph hides it); a transformer over image patches (a ViT, most diffusion transformers) does
+# not, and its argmax over classes looks like sampling.
+LOOKUP, LOOKUP_SHARE = r"(?i)vectorized_gather_kernel|get_rows|embedding|index_?select", 0.5
+NOT_LOOKUP = r"(?i)backward|_bag"
 
 
 def llm_devices(
@@ -31,10 +33,11 @@ def llm_devices(
 ) -> set[int]:
     """GPUs whose steps are LLM forward passes: a serving framework was detected (by more than
     an environment variable's name, or by that and steps that are CUDA graph replays), an NVTX
-    range names the step kind, or LOOKUP_SHARE of the steps or more read tokens (a token lookup)
-    and either are token-shaped (each holds sampling or a token embedding lookup: token_steps)
-    or their kernels hold attention or an embedding lookup, GEMMs and few convolutions; never
-    with a backward pass or optimizer (Trainer is transformers too)."""
+    range names the step kind, the steps are token-shaped (each holds sampling or a token
+    embedding lookup: token_steps) and LOOKUP_SHARE of them or more read tokens (a token lookup)
+    or are CUDA graph replays, or that share reads tokens and their kernels hold attention or an
+    embedding lookup, GEMMs and few convolutions; never with a backward pass or optimizer
+    (Trainer is transformers too)."""
     devices = set(steps["device_id"].unique().to_list()) if steps.height else set()
     hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
     k = (
@@ -54,9 +57,11 @@ def llm_devices(
         conv=pl.col("ns").filter(pl.col("kname").str.contains(CONVOLUTION)).sum() / pl.col("ns").sum().clip(1),
     )
     training = set(per.filter("training")["device_id"].to_list())
-    lookups = k.filter((cat == "embedding") | pl.col("kname").fill_null("").str.contains(LOOKUP))
+    kname = pl.col("kname").fill_null("")
+    lookups = k.filter((cat == "embedding") | (kname.str.contains(LOOKUP) & ~kname.str.contains(NOT_LOOKUP)))
     reading = _reading_tokens(ops, steps, lookups)
-    token_steps = token_steps & reading
+    # (a lookup replayed inside a CUDA graph is not in a capture that traced whole graphs)
+    token_steps = token_steps & (reading | graph_steps)
     if framework in LLM_FRAMEWORKS:
         if not (evidence or "environment").startswith("environment"):
             return devices - training
