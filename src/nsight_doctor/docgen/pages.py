@@ -373,13 +373,15 @@ Phases come from the steps. prefill, decode and mixed are given only where a ser
 is detected, an NVTX range names the kind, the steps are CUDA graph replays of a detected
 framework, or at least half of the steps read tokens (an embedding kernel, PyTorch's gather, a
 kernel named for an embedding, or llama.cpp's `get_rows`; or the steps are graph replays, which
-hide it) and either are token-shaped (each holds sampling or a token embedding lookup) or hold
-attention or an embedding lookup, and GEMMs, with convolutions under a tenth of the kernel time
-(a diffusion UNet holds attention and GEMMs too); never with a backward pass. A transformer over
-image patches (a ViT, most diffusion transformers) reads no tokens, and its argmax over classes
-looks like sampling; one that looks a class label up every pass (DiT's class-conditional
-models) would still be taken for a language model. Other steady work is `steady`. Kernel code built while shapes keep
-changing through the run is steady-state cost (`steady-compile`), not start-up. The `steps`
+hide it; the ranks of one job read tokens where one does, as a pipeline's first stage) and
+either are token-shaped (each holds sampling or a token embedding lookup) or hold attention or
+an embedding lookup, and GEMMs, with convolutions under a tenth of the kernel time (a diffusion
+UNet holds attention and GEMMs too); never with a backward pass. A transformer over image
+patches (a ViT, most diffusion transformers) reads no tokens, and its argmax over classes looks
+like sampling; one that looks a class label up every pass (DiT's class-conditional models)
+would still be taken for a language model. Other steady work is `steady`. Kernel code built
+while shapes keep changing through the run is steady-state cost (`steady-compile`), not
+start-up. The `steps`
 and `phases` tables ([schema.md](schema.md)) give the exact definitions.
 
 | Phase | Meaning |

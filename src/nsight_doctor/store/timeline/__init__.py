@@ -133,7 +133,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     )
     with_replay = chosen.filter(pl.col("marks").fill_null("").str.contains(r"\bgraph\b"))
     graphs = set(replays["device_id"].to_list()) | set(with_replay["device_id"].to_list())
-    llm = llm_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs)
+    llm = llm_mod.llm_devices(ops, st, strings, framework[0], framework[1], token, graphs, jobs)
     ph = phases_mod.build(
         busy,
         ops,

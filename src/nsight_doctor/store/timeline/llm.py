@@ -30,6 +30,7 @@ def llm_devices(
     evidence: str | None,
     token_steps: set[int],
     graph_steps: set[int],
+    jobs: list[list[int]] | None = None,
 ) -> set[int]:
     """GPUs whose steps are LLM forward passes: a serving framework was detected (by more than
     an environment variable's name, or by that and steps that are CUDA graph replays), an NVTX
@@ -37,7 +38,8 @@ def llm_devices(
     embedding lookup: token_steps) and LOOKUP_SHARE of them or more read tokens (a token lookup)
     or are CUDA graph replays, or that share reads tokens and their kernels hold attention or an
     embedding lookup, GEMMs and few convolutions; never with a backward pass or optimizer
-    (Trainer is transformers too)."""
+    (Trainer is transformers too). The ranks of one job (jobs.job_groups) read tokens where one
+    of them does: under pipeline parallelism only the first stage looks them up."""
     devices = set(steps["device_id"].unique().to_list()) if steps.height else set()
     hinted = set(steps.filter(pl.col("kind_hint").is_not_null())["device_id"].unique().to_list())
     k = (
@@ -60,6 +62,7 @@ def llm_devices(
     kname = pl.col("kname").fill_null("")
     lookups = k.filter((cat == "embedding") | (kname.str.contains(LOOKUP) & ~kname.str.contains(NOT_LOOKUP)))
     reading = _reading_tokens(ops, steps, lookups)
+    reading |= {d for group in jobs or [] if reading & set(group) for d in group}
     # (a lookup replayed inside a CUDA graph is not in a capture that traced whole graphs)
     token_steps = token_steps & (reading | graph_steps)
     if framework in LLM_FRAMEWORKS:
