@@ -135,22 +135,32 @@ def run_nested(a):
             "batch": a.batch, "new_tokens": a.new_tokens, "layers": a.layers})
 
 
+def profiled(run, warmups, calls, counter=None):
+    """run() warmups times, then calls times between cudaProfilerStart/Stop (the capture range),
+    the GPU drained before each edge; counter's count after the warm-up (0 without one)."""
+    for _ in range(warmups):
+        run()
+    torch.cuda.synchronize()
+    warm = counter["n"] if counter else 0
+    torch.cuda.profiler.start()
+    for _ in range(calls):
+        run()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    return warm
+
+
 def measured_generate(a, model, ids, kw, warmups=1, before=lambda: None):
     """warmups calls, then a.calls calls inside cudaProfilerStart/Stop (before() ahead of each);
     FACTS counts."""
     forwards = count_forwards(model)
+
+    def call():
+        before()
+        model.generate(ids, **kw)
+
     with torch.no_grad():
-        for _ in range(warmups):
-            before()
-            model.generate(ids, **kw)
-        torch.cuda.synchronize()
-        warm = forwards["n"]
-        torch.cuda.profiler.start()
-        for _ in range(a.calls):
-            before()
-            model.generate(ids, **kw)
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+        warm = profiled(call, warmups, a.calls, forwards)
     return {"warmup_forwards": warm, "forwards": forwards["n"] - warm, "calls": a.calls, "batch": a.batch,
             "new_tokens": a.new_tokens, "layers": a.layers, "prompt_len": a.prompt_len}
 
@@ -310,14 +320,7 @@ def run_loader(a):
         opt.step()
         loss.item()  # the loop logs its loss: a sync per iteration
 
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    for _ in range(a.iters):
-        step()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    profiled(step, a.warmup, a.iters)
     report({"workload": "loader", "iterations": a.iters, "warmup": a.warmup, "batch": a.batch,
             "workers": a.workers, "item_ms": a.item_ms})
 

@@ -28,7 +28,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from probe import add_modes, count_forwards, generate_kw, llama_model, measured_generate, report
+from probe import add_modes, count_forwards, generate_kw, llama_model, measured_generate, profiled, report
 
 
 class ResBlock(nn.Module):
@@ -110,19 +110,20 @@ class UNet(nn.Module):
         return self.out(h)
 
 
-def run_diffusion(a):
-    """a.calls images (batch a.batch) of a.steps denoising steps each, after one warm-up image."""
+def diffusion_images(a, denoiser):
+    """a.calls images (batch a.batch) of a.steps denoising steps each of the model denoiser()
+    makes (a UNet, a DiT), after one warm-up image; its passes measured and in the warm-up."""
     torch.manual_seed(0)
     with torch.device("cuda"):
         enc_layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, norm_first=True)
         embed, encoder = nn.Embedding(49408, 512), nn.TransformerEncoder(enc_layer, 2, enable_nested_tensor=False)
-        unet = UNet()
+        net = denoiser()
         decoder = nn.Sequential(nn.Conv2d(4, 256, 3, 1, 1), nn.SiLU(), nn.Upsample(scale_factor=2),
                                 nn.Conv2d(256, 128, 3, 1, 1), nn.SiLU(), nn.Upsample(scale_factor=2),
                                 nn.Conv2d(128, 64, 3, 1, 1), nn.SiLU(), nn.Conv2d(64, 3, 3, 1, 1))
-    for m in (embed, encoder, unet, decoder):
+    for m in (embed, encoder, net, decoder):
         m.to(torch.bfloat16).eval()
-    passes = count_forwards(unet)
+    passes = count_forwards(net)
     # DDIM over a.steps of 1,000 training timesteps, the schedule's floats kept on the host
     betas = torch.linspace(0.00085**0.5, 0.012**0.5, 1000, dtype=torch.float64) ** 2
     abar = torch.cumprod(1 - betas, 0).tolist()
@@ -133,7 +134,7 @@ def run_diffusion(a):
         ctx = encoder(embed(prompt))
         x = torch.randn(a.batch, 4, a.size, a.size, device="cuda", dtype=torch.bfloat16)
         for i, t in enumerate(ts):
-            eps_c, eps_u = unet(torch.cat([x, x]), torch.tensor(t, device="cuda"), ctx).chunk(2)
+            eps_c, eps_u = net(torch.cat([x, x]), torch.tensor(t, device="cuda"), ctx).chunk(2)
             eps = eps_u + a.guidance * (eps_c - eps_u)
             ab, ab_prev = abar[t], abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
             x0 = (x - (1 - ab) ** 0.5 * eps) / ab**0.5
@@ -141,15 +142,14 @@ def run_diffusion(a):
         return decoder(x).float().clamp(-1, 1).cpu()
 
     with torch.no_grad():
-        image()
-        torch.cuda.synchronize()
-        warm = passes["n"]
-        torch.cuda.profiler.start()
-        for _ in range(a.calls):
-            image()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
-    report({"workload": "diffusion", "images": a.calls, "steps_per_image": a.steps, "unet_passes": passes["n"] - warm,
+        warm = profiled(image, 1, a.calls, passes)
+    return passes["n"] - warm, warm
+
+
+def run_diffusion(a):
+    """Latent diffusion with a UNet (diffusion_images)."""
+    passes, warm = diffusion_images(a, UNet)
+    report({"workload": "diffusion", "images": a.calls, "steps_per_image": a.steps, "unet_passes": passes,
             "warmup_unet_passes": warm, "batch": a.batch, "latent": a.size})
 
 
@@ -174,15 +174,7 @@ def run_accum(a):
         opt.zero_grad(set_to_none=True)
         return total.item()  # the loop logs its loss: a sync per optimizer step
 
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    warm = passes["n"]
-    torch.cuda.profiler.start()
-    for _ in range(a.iters):
-        step()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    warm = profiled(step, a.warmup, a.iters, passes)
     report({"workload": "accum", "optimizer_steps": a.iters, "micro_batches": passes["n"] - warm,
             "accum": a.accum, "warmup": a.warmup, "batch": a.batch, "seq_len": a.seq_len, "layers": a.layers})
 

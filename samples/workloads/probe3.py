@@ -37,7 +37,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from probe import add_modes, count_forwards, generate_kw, llama_model, measured_generate, report
+from probe import add_modes, count_forwards, generate_kw, llama_model, measured_generate, profiled, report
+from probe2 import diffusion_images
 
 
 class Block(nn.Module):
@@ -94,57 +95,14 @@ class DiT(nn.Module):
 
 
 def run_dit(a):
-    """a.calls images (batch a.batch) of a.steps denoising steps each, after one warm-up image."""
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        enc_layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, norm_first=True)
-        embed, encoder = nn.Embedding(49408, 512), nn.TransformerEncoder(enc_layer, 2, enable_nested_tensor=False)
-        dit = DiT(a.size, layers=a.layers)
-        decoder = nn.Sequential(
-            nn.Conv2d(4, 256, 3, 1, 1),
-            nn.SiLU(),
-            nn.Upsample(scale_factor=2),
-            nn.Conv2d(256, 128, 3, 1, 1),
-            nn.SiLU(),
-            nn.Upsample(scale_factor=2),
-            nn.Conv2d(128, 64, 3, 1, 1),
-            nn.SiLU(),
-            nn.Conv2d(64, 3, 3, 1, 1),
-        )
-    for m in (embed, encoder, dit, decoder):
-        m.to(torch.bfloat16).eval()
-    passes = count_forwards(dit)
-    betas = torch.linspace(0.00085**0.5, 0.012**0.5, 1000, dtype=torch.float64) ** 2
-    abar = torch.cumprod(1 - betas, 0).tolist()
-    ts = list(range(999, -1, -1000 // a.steps))[: a.steps]
-    prompt = torch.randint(0, 49408, (2 * a.batch, 77), device="cuda")
-
-    def image():
-        ctx = encoder(embed(prompt))
-        x = torch.randn(a.batch, 4, a.size, a.size, device="cuda", dtype=torch.bfloat16)
-        for i, t in enumerate(ts):
-            eps_c, eps_u = dit(torch.cat([x, x]), torch.tensor(t, device="cuda"), ctx).chunk(2)
-            eps = eps_u + a.guidance * (eps_c - eps_u)
-            ab, ab_prev = abar[t], abar[ts[i + 1]] if i + 1 < len(ts) else 1.0
-            x0 = (x - (1 - ab) ** 0.5 * eps) / ab**0.5
-            x = ab_prev**0.5 * x0 + (1 - ab_prev) ** 0.5 * eps
-        return decoder(x).float().clamp(-1, 1).cpu()
-
-    with torch.no_grad():
-        image()
-        torch.cuda.synchronize()
-        warm = passes["n"]
-        torch.cuda.profiler.start()
-        for _ in range(a.calls):
-            image()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+    """Image generation with a diffusion transformer (probe2.diffusion_images)."""
+    passes, warm = diffusion_images(a, lambda: DiT(a.size, layers=a.layers))
     report(
         {
             "workload": "dit",
             "images": a.calls,
             "steps_per_image": a.steps,
-            "dit_passes": passes["n"] - warm,
+            "dit_passes": passes,
             "warmup_dit_passes": warm,
             "batch": a.batch,
             "latent": a.size,
@@ -177,15 +135,7 @@ def run_vit(a):
         preds.append(model(pixel_values=x).logits.argmax(-1).cpu())
 
     with torch.no_grad():
-        for _ in range(a.warmup):
-            batch()
-        torch.cuda.synchronize()
-        warm = passes["n"]
-        torch.cuda.profiler.start()
-        for _ in range(a.batches):
-            batch()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+        warm = profiled(batch, a.warmup, a.batches, passes)
     report(
         {
             "workload": "vit",
@@ -266,6 +216,8 @@ def run_streamer(a):
     forwards = count_forwards(model)
     kw = generate_kw(a, sample=False)
 
+    streamed = []  # the puts each call streamed, the warm-up call's first
+
     def call():
         s = Streamer()
         worker = threading.Thread(target=model.generate, args=(ids,), kwargs=dict(kw, streamer=s), name="generate")
@@ -274,21 +226,15 @@ def run_streamer(a):
         while (tokens := s.q.get()) is not None:
             text, n = consume(tokens, text), n + 1
         worker.join()
-        return n
+        streamed.append(n)
 
-    call()
-    torch.cuda.synchronize()
-    warm = forwards["n"]
-    torch.cuda.profiler.start()
-    streamed = [call() for _ in range(a.calls)]
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    warm = profiled(call, 1, a.calls, forwards)
     report(
         {
             "workload": "streamer",
             "forwards": forwards["n"] - warm,
             "warmup_forwards": warm,
-            "streamed_puts": streamed,
+            "streamed_puts": streamed[1:],
             "consume_ms": a.consume_ms,
             "calls": a.calls,
             "batch": a.batch,
