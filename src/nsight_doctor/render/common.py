@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from nsight_doctor.model import Diagnosis, Finding, fmt_bytes, fmt_ns
 from nsight_doctor.sections import Idle, Nvtx, Summary
+from nsight_doctor.store.timeline.code import COND_WAIT
 
 
 def pct(v: float | None) -> str:
@@ -167,7 +169,7 @@ def step_rows(s: Summary) -> Rows:
             blocked.append(f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')}" for c in waits))
         others = [c for c in g.idle_code if c.part == "cpu" and c.source == "threads" and (c.share_pct or 0) >= 5][:2]
         # (as gpu-idle says it: where the launching thread's top wait is a condition wait)
-        if waits and others and (waits[0].name or "").startswith("pthread_cond_"):
+        if waits and others and re.match(COND_WAIT, waits[0].name or ""):
             held.append(
                 label
                 + "; ".join(

@@ -97,22 +97,19 @@ def gaps(busy: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+TO_HOST = (pl.col("kind") == MEMCPY) & pl.col("direction").is_in(["DtoH", "AtoH"])  # a copy to the host
+
+
 def readbacks(ops: pl.DataFrame) -> pl.DataFrame:
     """The bytes of each device-to-host copy (device_id, pid, corr, readback_bytes)."""
-    return (
-        ops.filter((pl.col("kind") == MEMCPY) & pl.col("direction").is_in(["DtoH", "AtoH"]))
-        .group_by("device_id", "pid", "corr")
-        .agg(readback_bytes=pl.col("bytes").max())
-    )
+    return ops.filter(TO_HOST).group_by("device_id", "pid", "corr").agg(readback_bytes=pl.col("bytes").max())
 
 
 def round_trips(ops: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
     """When the host read a result (device_id, t, upload): a copy to the host ended, or a
     blocking call returned; upload: the call's GPU had last finished a copy to the GPU (the host
     waited for its own data: a step's inputs, or weights offloaded to the host)."""
-    copies = ops.filter(pl.col("kind") == MEMCPY)
-    reads = copies.filter(pl.col("direction").is_in(["DtoH", "AtoH"]))
-    reads = reads.select("device_id", t="end", upload=pl.lit(False))
+    reads = ops.filter(TO_HOST).select("device_id", t="end", upload=pl.lit(False))
     up = (pl.col("kind") == MEMCPY) & (pl.col("direction") == "HtoD")
     # (each GPU's operations by end: the last one finished before a call returned)
     done = ops.lazy().select("device_id", u="end", upload=up.fill_null(False)).sort("u").collect()
