@@ -7,7 +7,6 @@ from typing import Any
 
 from nsight_doctor.model import Diagnosis, Finding, fmt_bytes, fmt_ns
 from nsight_doctor.sections import Idle, Nvtx, Summary
-from nsight_doctor.store.timeline.code import COND_WAIT
 
 
 def pct(v: float | None) -> str:
@@ -168,15 +167,20 @@ def step_rows(s: Summary) -> Rows:
         if waits:
             blocked.append(f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')}" for c in waits))
         others = [c for c in g.idle_code if c.part == "cpu" and c.source == "threads" and (c.share_pct or 0) >= 5][:2]
-        # (as gpu-idle says it: where the launching thread's top wait is a condition wait)
-        if waits and others and re.match(COND_WAIT, waits[0].name or ""):
-            held.append(
-                label
-                + "; ".join(
-                    f"{pct(c.share_pct)} {clip(c.name or '?')}" + (f" ({c.location})" if c.location else "")
-                    for c in others
+        if waits and others:
+            # (imported here: the store's module loads Polars, which the command's start-up does
+            # not; rendering a cached analysis needs it only for such rows)
+            from nsight_doctor.store.timeline.code import COND_WAIT
+
+            # (as gpu-idle says it: where the launching thread's top wait is a condition wait)
+            if re.match(COND_WAIT, waits[0].name or ""):
+                held.append(
+                    label
+                    + "; ".join(
+                        f"{pct(c.share_pct)} {clip(c.name or '?')}" + (f" ({c.location})" if c.location else "")
+                        for c in others
+                    )
                 )
-            )
         if top:
             named = "; ".join(
                 f"{pct(c.share_pct)} {clip(c.name or '?')}"
