@@ -29,7 +29,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # again with CPU and Python samples (one GPU); probes10: two processes on one GPU;
                 # probes11: a diffusion transformer and a ViT classifier (blind; one GPU);
                 # probes12: the allocator's cache emptied every pass, and a pipelined loop (blind);
-                # probes13: piecewise CUDA graphs, and generate() streaming from a worker thread
+                # probes13: piecewise CUDA graphs, and generate() streaming from a worker thread;
+                # probes14: speculative decoding in CUDA graphs, and the caching allocator off
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -252,10 +253,12 @@ timeline_series() {
 # Workloads unlike the other samples' (workloads/probe.py, and hf_serving.py's continuous batching at
 # other sizes), each capture's log holding the workload's FACTS line: the probes of the timeline
 # model in samples/hf_qwen_sample, hf_cb_eager, hf_cb_graphs_varied and cnn_train_nvtx.
-probe_capture() {  # name range|whole|sampled workload args... (sampled: a range, with CPU and Python samples)
+probe_capture() {  # name range|whole|sampled|node workload args... (sampled: a range, with CPU and Python
+  # samples; node: a range, with graphs' kernels traced one by one)
   local name=$1 range=$2; shift 2
   local R=() S=(--sample=none --cpuctxsw=none) X=()
   [ "$range" != whole ] && R=("${NSYS_RANGE[@]}")
+  [ "$range" = node ] && R+=(--cuda-graph-trace=node)
   [ "$range" = sampled ] && S=("${SAMPLED[@]}") && X=(--include-json=true)
   echo "== nsys $name"
   timeout $NSYS_TIMEOUT $NSYS profile -o "$C/$name" -f true -t cuda,nvtx,osrt,cublas,cudnn "${S[@]}" \
@@ -369,6 +372,15 @@ probe13_series() {
   probe_capture hf_streamer_thread sampled $W/probe3.py streamer
 }
 
+# Blind probes of speculative decoding with both models in CUDA graphs (traced as graphs, and
+# node by node) and of generate() with PyTorch's caching allocator off, 2026-12-05.
+probe14_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture spec_graphs range $W/probe4.py specgraph
+  probe_capture spec_graphs_node node $W/probe4.py specgraph
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 probe_capture hf_no_alloc_cache range $W/probe4.py nocache
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -397,6 +409,8 @@ elif [ "$MODE" = probes12 ]; then
   probe12_series
 elif [ "$MODE" = probes13 ]; then
   probe13_series
+elif [ "$MODE" = probes14 ]; then
+  probe14_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
