@@ -99,6 +99,9 @@ COUNTS = {
     "prefetch_pipeline": "steps",  # uploads a step ahead on a side stream, results read two steps late
     "hf_piecewise_graphs": "forwards",  # 11 graph replays a pass, eager attention between them
     "hf_streamer_thread": "forwards",  # generate() in a worker thread, the main thread streaming
+    "spec_graphs": "rounds",  # speculative decoding, both models' graphs traced whole: rounds
+    "spec_graphs_node": "rounds",  # the same traced node by node: rounds, not both models' argmaxes
+    "hf_no_alloc_cache": "forwards",  # PyTorch's caching allocator off
 }
 
 
@@ -107,6 +110,54 @@ def test_steps_are_the_workloads_forward_passes(name):
     got = steps_of(export_of(name))
     assert list(got) == [0]
     assert len(got[0]) == facts(name)[COUNTS[name]]
+
+
+def test_speculative_decoding_in_cuda_graphs_steps_are_rounds(tmp_path):
+    """spec_graphs: a 2-layer draft model's graph replayed 4 times a round, then a 16-layer
+    target's graph once, then one read of the number accepted. Traced whole, the replays by
+    graph (SQL over the export) are the workload's 192 and 48; traced node by node, the two
+    models' argmaxes differ by grid. The steps are the 48 rounds, as far apart as the target's
+    passes, all decode; not every replay, and not graph pieces for launch-bound."""
+    f = facts("spec_graphs")
+    for name, sql in (
+        ("spec_graphs", "SELECT start FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE graphId = ?"),
+        (
+            "spec_graphs_node",
+            """SELECT k.start FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+               JOIN x.StringIds d ON d.id = k.demangledName
+               WHERE s.value = 'reduce_kernel' AND d.value LIKE '%ArgMax%' AND k.gridX = ?""",
+        ),
+    ):
+        src = unxz(export_of(name), tmp_path)
+        con = oracle.open_export(src)
+        if name == "spec_graphs":
+            by = con.execute(
+                "SELECT graphId, count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY 1 ORDER BY 2"
+            ).fetchall()
+            assert [n for _, n in by] == [f["target_replays"], f["draft_replays"]] == [48, 192]
+            key = by[0][0]
+        else:
+            key = 5  # (the target's argmax: one pick per proposal and one more)
+            assert len(con.execute(sql, (1,)).fetchall()) == f["draft_replays"]
+        target = sorted(r[0] for r in con.execute(sql, (key,)).fetchall())
+        assert len(target) == f["rounds"] == 48
+        got = steps_of(src)
+        assert len(got[0]) == f["rounds"]
+        ours = [s[2] - s[1] for s in got[0]]
+        apart = [b - a for a, b in itertools.pairwise(target)]
+        assert statistics.median(ours) == pytest.approx(statistics.median(apart), rel=0.02)
+        d = analyze([src])
+        g = d.summary.steady_gpus[0]
+        assert g.step_source is not None and "and 4.0 of" in (g.step_source.evidence or "")
+        assert {p.name for p in d.summary.phases if p.steps} == {"decode"}
+        launch = finding(d, "launch-bound")
+        assert launch is None or not launch.evidence["pieces"], name
+        built = store.build([src])
+        try:
+            chosen = built.connect().execute("SELECT round_passes FROM step_sources WHERE chosen").fetchall()
+        finally:
+            built.close()
+        assert chosen == [(4.0,)]
 
 
 def test_irregular_generate_steps_are_found_with_confidence_and_match_the_lm_head(tmp_path):
@@ -1022,6 +1073,8 @@ PASS_MARKERS = {
     "prefetch_pipeline": ("reduce_kernel", (512, 1, 1)),  # the argmax of each step
     "hf_piecewise_graphs": ("reduce_kernel", (4, 1, 1)),
     "hf_streamer_thread": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
+    "spec_graphs_node": ("reduce_kernel", (5, 1, 1)),  # the target's argmax
+    "hf_no_alloc_cache": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
 }
 
 

@@ -394,8 +394,9 @@ def agree(pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFr
 
 def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     """marker for each (device_id, anchor): the kernel's name with its launch dimensions, the
-    name alone for a signature by name (its a_name), or 'graph launch'."""
-    kernel_keys = keys.filter(pl.col("anchor") != "graph launch")["anchor"].unique().to_list()
+    name alone for a signature by name (its a_name), or a key named in words (steps.NAMED_KEYS)."""
+    named = list(steps_mod.NAMED_KEYS.values())
+    kernel_keys = keys.filter(~pl.col("anchor").is_in(named))["anchor"].unique().to_list()
     found = pl.DataFrame(schema={"device_id": pl.Int32, "anchor": pl.String, "marker": pl.String})
     if kernel_keys:
         # (compared as numbers: the hash of every kernel in words cost half a second at 2 M)
@@ -417,8 +418,8 @@ def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
     )
     by_name = pl.col("a_name").fill_null("?") + pl.lit(" (any launch dimensions)")
     return out.with_columns(
-        marker=pl.when(pl.col("anchor") == "graph launch")
-        .then(pl.lit("graph launch"))
+        marker=pl.when(pl.col("anchor").is_in(named))
+        .then(pl.col("anchor"))
         .otherwise(pl.coalesce(pl.col("marker"), by_name))
     ).drop("a_name")
 
@@ -456,9 +457,12 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.D
     lvl = lvl.join(pick.select("device_id", "level", chosen=pl.lit(True)), on=["device_id", "level"], how="left")
     lvl = lvl.drop("anchor", "level")
     out = pl.concat([nv_rows, lvl], how="diagonal_relaxed").with_columns(pl.col("chosen").fill_null(False))
-    conf = {}
+    conf, round_passes = {}, {}
     for r in pick.iter_rows(named=True):
         src = "graph" if r["rank"] == 2 else "kernel"
+        n_rounds, others = two_models.get(r["device_id"], (0, 0.0))
+        if r["rank"] >= 2 and steps_mod.of_rounds(r["n"], n_rounds):
+            round_passes[r["device_id"]] = others
         conf[r["device_id"]] = (
             steps_mod.confidence(r["rank"], r["reg"], r["members"], src),
             steps_mod.evidence_text(
@@ -480,6 +484,9 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.D
         ),
         agreement=pl.when("chosen").then(
             pl.col("device_id").replace_strict(agreement, default=None, return_dtype=pl.String)
+        ),
+        round_passes=pl.when("chosen").then(
+            pl.col("device_id").replace_strict(round_passes, default=None, return_dtype=pl.Float64)
         ),
     ).sort(["device_id", "chosen", "rank", "occurrences"], descending=[False, True, True, True])
 

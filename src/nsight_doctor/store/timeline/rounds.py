@@ -7,38 +7,81 @@ from __future__ import annotations
 
 import polars as pl
 
+from nsight_doctor.store.timeline.load import GRAPH
+
 # One model's passes this many times longer than another's (in operations, from one embedding
 # lookup to the next): two models. A model's prompt passes and decode passes differ by 30% at
 # most on every sample; a draft model has a fraction of its target's layers.
 MODEL_PASS_RATIO = 2.0
 ROUND_SEED = 11  # (the hash of a round's signature)
+ROUND_GRAPH_KEY = 1  # the signature of the longer graphs' launches (steps.GRAPH_KEY is 0; kernels' are hashes)
 
 
-def rounds(own: pl.DataFrame, kern: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, tuple[int, float]]]:
-    """Where a GPU's embedding lookup serves two models that take turns, one's passes between
-    runs of the other's (speculative decoding: a draft model proposes tokens, the target checks
-    them in one pass): the rarer model's lookups as one more signature (ROUND_SEED), and per
-    GPU the rounds' count and the other model's passes per round.
+def rounds(
+    own: pl.DataFrame, kern: pl.DataFrame, seq: pl.DataFrame
+) -> tuple[pl.DataFrame, dict[int, tuple[int, float]]]:
+    """Where two models take turns on a GPU, one's passes between runs of the other's
+    (speculative decoding: a draft model proposes tokens, the target checks them in one pass):
+    the rarer model's passes as one more signature (ROUND_SEED), and per GPU the rounds' count
+    and the other model's passes per round.
 
     own: the step kernels' launches signed by name (kid), with their launch signatures (sig);
-    kern: every kernel launch (seq, category).
+    kern: every kernel launch (seq, category); seq: steps.sequence(), for the graph executions.
+    A pass is marked by its token embedding lookup, or on a GPU where no lookup tells two models
+    apart (a model that indexes its embedding table, whose lookup is an indexing kernel like any
+    other) by its sampling kernel: each pass picks a token, and the two models pick theirs with
+    launches of different dimensions (the target picks one per proposal and one more)."""
+    extra, out = by_marker(own, kern, "embedding")
+    rest = own.filter(~pl.col("device_id").is_in(list(out)))
+    extra2, out2 = by_marker(rest, kern, "sampling")
+    # (graph executions traced whole, signed by graph: no kernel inside them is seen)
+    execs = seq.filter((pl.col("kind") == GRAPH) & ~pl.col("device_id").is_in(list(out) + list(out2))).select(
+        "device_id",
+        "seq",
+        "start",
+        "end",
+        category=pl.lit("graph", pl.Categorical),
+        name_id=pl.lit(None, pl.Int64),
+        dn_id=pl.lit(None, pl.Int64),
+        kid=pl.lit(ROUND_GRAPH_KEY, pl.UInt64),
+        sig=pl.col("sig").cast(pl.UInt64),
+    )
+    extra3, out3 = by_marker(execs, kern, "graph")
+    return pl.concat([extra, extra2, extra3], how="vertical_relaxed"), {**out, **out2, **out3}
+
+
+def by_marker(own: pl.DataFrame, kern: pl.DataFrame, marker: str) -> tuple[pl.DataFrame, dict[int, tuple[int, float]]]:
+    """rounds() by one kind of pass marker, a category of own's launches.
     The launch dimensions tell the passes apart, and their length (operations to the next
-    lookup) the models: one model's prompts and decode steps are within MODEL_PASS_RATIO. A
-    lookup of a dimension seen less than 3 times (a prompt's) goes by its own pass's length.
-    Each model's passes pick a token (a sampling kernel in 90% of them: T5's decoder looks up
-    its position bias too, 33 operations before its tokens), and each round holds a pass of the
-    other model (90% of them)."""
-    emb = own.filter(pl.col("category").cast(pl.String) == "embedding").sort(["device_id", "kid", "seq"])
+    marker of the same dimensions) the models: one model's prompts and decode steps are within
+    MODEL_PASS_RATIO. A marker of a dimension seen less than 3 times (a prompt's) goes by its
+    own pass's length. Each model's passes pick a token (a sampling kernel in 90% of them: T5's
+    decoder looks up its position bias too, 33 operations before its tokens), and each round
+    holds a pass of the other model (90% of them)."""
+    emb = own.filter(pl.col("category").cast(pl.String) == marker).sort(["device_id", "kid", "seq"])
     if emb.height == 0:
         return own.drop("sig").clear(), {}
-    emb = emb.with_columns(length=pl.col("seq").shift(-1).over("device_id", "kid") - pl.col("seq"))
-    # (whether a pass picks a token: the first sampling launch at or after its lookup comes
-    # before the next lookup)
-    picks = kern.lazy().filter(pl.col("category") == "sampling").select("device_id", pick="seq").collect()
-    emb = emb.sort("seq").join_asof(
-        picks.sort("pick"), left_on="seq", right_on="pick", by="device_id", strategy="forward", check_sortedness=False
-    )
-    emb = emb.with_columns(sampled=pl.col("pick") < pl.col("seq") + pl.col("length")).drop("pick")
+    if marker == "sampling":
+        # (a pass ends with its pick: its length runs back to the previous pick)
+        emb = emb.with_columns(length=pl.col("seq") - pl.col("seq").shift(1).over("device_id", "kid"), sampled=True)
+        emb = emb.sort("seq")
+    elif marker == "graph":
+        # (a graph's kernels are not seen: its pass's length is its time)
+        emb = emb.with_columns(length=pl.col("end") - pl.col("start"), sampled=True).sort("seq")
+    else:
+        emb = emb.with_columns(length=pl.col("seq").shift(-1).over("device_id", "kid") - pl.col("seq"))
+        # (whether a pass picks a token: the first sampling launch at or after its lookup comes
+        # before the next lookup)
+        picks = kern.lazy().filter(pl.col("category") == "sampling").select("device_id", pick="seq").collect()
+        emb = emb.sort("seq").join_asof(
+            picks.sort("pick"),
+            left_on="seq",
+            right_on="pick",
+            by="device_id",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        emb = emb.with_columns(sampled=pl.col("pick") < pl.col("seq") + pl.col("length")).drop("pick")
     per_sig = emb.group_by("device_id", "kid", "sig").agg(
         n=pl.len(), length=pl.col("length").median(), sampled=pl.col("sampled").mean()
     )
@@ -54,12 +97,18 @@ def rounds(own: pl.DataFrame, kern: pl.DataFrame) -> tuple[pl.DataFrame, dict[in
         lookups = emb.filter((pl.col("device_id") == device) & (pl.col("kid") == kid))
         lookups = lookups.join(g.select("sig", "long"), on="sig", how="left")
         lookups = lookups.with_columns(long=pl.coalesce("long", pl.col("length") >= cut).fill_null(False))
+        if marker == "graph" and lookups.group_by("long").agg(pl.col("sig").n_unique())["sig"].max() != 1:
+            # (a draft model's pass is one graph, and the target's another; graphs of many
+            # lengths in a cycle are one pass's pieces, as in vLLM's piecewise graphs)
+            continue
         n_long = int(lookups["long"].sum())
         rare = lookups.filter(pl.col("long") == (n_long <= lookups.height - n_long)).drop("sampled")
         # (the other model's lookups in each round, between one rare pass and the next)
         per_round = lookups.with_columns(r=pl.col("seq").is_in(rare["seq"].implode()).cum_sum())
         per_round = per_round.filter(pl.col("r") > 0).group_by("r").agg(others=pl.len() - 1).sort("r").head(-1)
         if per_round.height >= 3 and (per_round["others"] >= 1).mean() >= 0.9:  # type: ignore[operator]
-            extra.append(rare.drop("length", "long", "sig").with_columns(kid=pl.col("kid").hash(ROUND_SEED)))
+            # (graphs' rounds keep their key, ROUND_GRAPH_KEY: steps names it in words)
+            kid = pl.col("kid") if marker == "graph" else pl.col("kid").hash(ROUND_SEED)
+            extra.append(rare.drop("length", "long", "sig").with_columns(kid=kid))
             out[device] = (rare.height, (lookups.height - rare.height) / rare.height)
     return (pl.concat(extra) if extra else own.drop("sig").clear()), out

@@ -26,7 +26,7 @@ the model. Candidates, per GPU:
   index_select). Where the embedding lookup wins, a top-k level up to NEAR_LEVEL finer with a
   round trip in every period holds every pass: the prompts' passes looked their tokens up with
   another kernel (beam search ranks its beams with a top-k in each pass). Where two models take
-  turns (speculative decoding), the rarer one's lookups mark the steps: a round (rounds.py).
+  turns (speculative decoding), the rarer one's passes mark the steps: a round (rounds.py).
 Ranks of one job (GPUs running the same kernels over the same time) use one signature, the
 one chosen on the GPU with the strongest evidence, when it recurs on all of them.
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
-from nsight_doctor.store.timeline.rounds import rounds
+from nsight_doctor.store.timeline.rounds import ROUND_GRAPH_KEY, rounds
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
 BURST_STRIDE = 2  # a launch this many operations after the previous one of its signature is in a burst
@@ -107,17 +107,19 @@ def sequence(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 GRAPH_KEY = 0  # the integer key of "graph launch" (kernel keys are 64-bit hashes)
+# Keys in words, no kernel's: any graph's launch; where two models' graphs take turns, the longer's.
+NAMED_KEYS = {GRAPH_KEY: "graph launch", ROUND_GRAPH_KEY: "the longer graphs' launch"}
 
 
 def key_name(kid: pl.Expr) -> pl.Expr:
-    """A signature's key in words: "graph launch", or its hash as text."""
-    return pl.when(kid == GRAPH_KEY).then(pl.lit("graph launch")).otherwise(kid.cast(pl.String))
+    """A signature's key in words: one of NAMED_KEYS, or its hash as text."""
+    return kid.replace_strict(NAMED_KEYS, default=kid.cast(pl.String), return_dtype=pl.String)
 
 
 def key_id(key: pl.Expr) -> pl.Expr:
     """The integer key (kid) of a key in words."""
     kid = key.cast(pl.UInt64, strict=False)
-    return pl.when(key == "graph launch").then(pl.lit(GRAPH_KEY, pl.UInt64)).otherwise(kid)
+    return key.replace_strict({v: k for k, v in NAMED_KEYS.items()}, default=kid, return_dtype=pl.UInt64)
 
 
 def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, tuple[int, float]]]:
@@ -143,8 +145,8 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict
     own = own.filter(~burst.fill_null(False))
     own = own.with_columns(sig=pl.col("kid"), kid=pl.struct("name_id", "dn_id").hash(NAME_SEED))
     own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1)
-    two, two_models = rounds(own, kern)
-    own = pl.concat([own.drop("sig"), two])
+    two, two_models = rounds(own, kern, seq)
+    own = pl.concat([own.drop("sig"), two], how="vertical_relaxed")
     graphs = seq.filter("graph_start").select(
         "device_id",
         "seq",
@@ -307,8 +309,8 @@ def choose_level(
                 best = max(top, key=lambda r: (r["n"], r["reg"]))
                 break
         n_rounds = (rounds_ or {}).get(device, (0, 0.0))[0]
-        in_rounds = [r for r in cands if r["rank"] == 3 and of_rounds(r["n"], n_rounds)]
-        if best is not None and best["rank"] == 3 and in_rounds:
+        in_rounds = [r for r in cands if best is not None and r["rank"] == best["rank"] and of_rounds(r["n"], n_rounds)]
+        if best is not None and in_rounds:
             best = max(in_rounds, key=lambda r: (r["n"], r["reg"]))
         elif best is not None and best["rank"] == 3 and "sampling" not in best["marks"]:
             # Beam search ranks its beams with a top-k in every pass, where a prompt's pass
@@ -370,25 +372,25 @@ def evidence_text(
 ) -> str:
     """n: the level's count; n_rounds, others: where two models take turns (rounds.py), the
     rounds and the other model's passes per round."""
-    bits = []
     named = {
         "embedding": "the token embedding lookup",
         "sampling": "sampling",
         "graph": "a CUDA graph replay",
         "sort": "a sort or top-k",
     }
-    for m in ("embedding", "sampling", "graph", "sort"):
-        if m in marks_:
-            bits.append(named[m])
+    bits = [named[m] for m in named if m in marks_]
     if host >= 0.9:
         bits.append("a round trip to the host")
     text = "once per period: " + ", ".join(bits) if bits else "a regular period with no step marker"
     if members > 1:
         text += f"; {members} signatures recur with it"
-    if rank == 3 and of_rounds(n, n_rounds):
+    if rank >= 2 and of_rounds(n, n_rounds):
+        # (graphs traced whole show no kernel that says what they run: "as in")
+        turns = f"two models: one pass of one and {others:.1f} of the other ("
+        if rank == 2:
+            turns = f"CUDA graphs: one replay of a longer graph and {others:.1f} of shorter ones (as in "
         text += (
-            f"; a round of two models: one pass of one and {others:.1f} of the other (speculative"
-            " decoding: a draft model's proposals, checked in one pass of the target)"
+            f"; a round of {turns}speculative decoding: a draft model's proposals, checked in one pass of the target)"
         )
     return text
 
