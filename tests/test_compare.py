@@ -363,6 +363,23 @@ def test_gpu_count_and_capture_length_are_flagged(diagnoses):
         assert "kernel-mix" not in {w.code for w in cmp(diagnoses, *pair).warnings}, pair
 
 
+def test_cuda_graphs_traced_whole_are_never_the_same_work_across_captures(diagnoses, exports):
+    """A graph traced whole is known by its id alone: decode_b1_graphs' graph 1 is a 16-layer
+    model's decode step (1.6 ms), spec_graphs' graph 1 a 2-layer draft model's pass (207 µs, SQL
+    over the exports). They match by name at most, and no figure of "the kernels both ran alike"
+    compares them."""
+    for name in ("decode_b1_graphs", "spec_graphs"):
+        row = exports(name).execute(
+            "SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE graphId = 1"
+        ).fetchone()
+        assert row is not None and row[0] > 0, name
+    c = cmp(diagnoses, "decode_b1_graphs", "spec_graphs")
+    graph_1 = next(k for k in c.deltas.kernels if k.name == "graph 1")
+    assert graph_1.match == "kernel"
+    assert all(k.match != "shape" for k in c.deltas.kernels if k.category == "cuda-graph")
+    assert c.gate.metric != "same_kernels" and "kernels both ran alike" not in c.verdict.text
+
+
 # Options naming where the workloads write their facts: not settings of the work.
 OUTPUT_OPTIONS = {"--json"}
 

@@ -366,7 +366,9 @@ def kernel_rows(profiles: Sequence[Profile], basis: str) -> list[KernelRow]:
     left: list[list[_K]] = [list(ks) for ks in lists]
     groups: list[tuple[str, list[list[_K]]]] = []
     keyfns: list[tuple[str, Callable[[_K], tuple]]] = [
-        ("shape", lambda k: (k.name, k.demangled, k.shape)),
+        # (a CUDA graph traced whole is known by its id, which does not say what it runs: two
+        # captures' "graph 1" match by name at most, never as the same work)
+        ("shape", lambda k: (k.name, k.demangled, k.shape) if k.category != "cuda-graph" else (id(k),)),
         ("kernel", lambda k: (k.name, k.demangled)),
     ]
     for how, keyf in keyfns:
