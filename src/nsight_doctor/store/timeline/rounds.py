@@ -106,7 +106,12 @@ def by_marker(own: pl.DataFrame, kern: pl.DataFrame, marker: str) -> tuple[pl.Da
         # (the other model's lookups in each round, between one rare pass and the next)
         per_round = lookups.with_columns(r=pl.col("seq").is_in(rare["seq"].implode()).cum_sum())
         per_round = per_round.filter(pl.col("r") > 0).group_by("r").agg(others=pl.len() - 1).sort("r").head(-1)
-        if per_round.height >= 3 and (per_round["others"] >= 1).mean() >= 0.9:  # type: ignore[operator]
+        held = (per_round["others"] >= 1).mean() >= 0.9  # type: ignore[operator]
+        if marker == "graph" and per_round.height:
+            # (a server's two batch-size graphs also differ in length, but take turns as the
+            # batches come: a draft proposes the same number of tokens every round)
+            held = held and (per_round["others"] == per_round["others"].mode().min()).mean() >= 0.9  # type: ignore[operator]
+        if per_round.height >= 3 and held:
             # (graphs' rounds keep their key, ROUND_GRAPH_KEY: steps names it in words)
             kid = pl.col("kid") if marker == "graph" else pl.col("kid").hash(ROUND_SEED)
             extra.append(rare.drop("length", "long", "sig").with_columns(kid=kid))
