@@ -369,9 +369,9 @@ def test_cuda_graphs_traced_whole_are_never_the_same_work_across_captures(diagno
     over the exports). They match by name at most, and no figure of "the kernels both ran alike"
     compares them."""
     for name in ("decode_b1_graphs", "spec_graphs"):
-        row = exports(name).execute(
-            "SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE graphId = 1"
-        ).fetchone()
+        row = (
+            exports(name).execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE graphId = 1").fetchone()
+        )
         assert row is not None and row[0] > 0, name
     c = cmp(diagnoses, "decode_b1_graphs", "spec_graphs")
     graph_1 = next(k for k in c.deltas.kernels if k.name == "graph 1")
