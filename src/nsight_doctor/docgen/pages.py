@@ -350,10 +350,12 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   lookups' launch dimensions and by passes of very different lengths that each pick a token,
   a step is a round: the target's pass and the draft's. A model that indexes its embedding
   table (an indexing kernel like any other) is told by its argmax or sampling kernel instead,
-  and CUDA graphs traced whole (nsys' default) by two graphs, a short one replayed as often
-  between any two replays of a long one, each one graph (graphs of many lengths in a cycle are
-  one pass's pieces, as vLLM's piecewise graphs; two batch sizes' graphs come as the batches
-  do). Irregular steps (a plan built inside
+  and CUDA graphs traced whole (nsys' default) by two graphs, each model's one; without a
+  lookup, the target's pass must be the rarer and the longer, after the same 2 to 10 of the
+  draft's every round (one model's two picks a pass, a pass in two graphs, graphs of many
+  lengths in a cycle as vLLM's piecewise ones, two batch sizes' graphs as the batches come, or
+  a prefill graph before a request's decodes are no rounds; nor is a draft whose proposals
+  vary in number, traced whole). Irregular steps (a plan built inside
   one, a new shape) are still steps. A level is a layer of a coarser one only where it recurs a
   whole number of times in that one's median period, not where the counts merely fit.
   A step begins where the host read a result back, not after waits for uploads that come by

@@ -317,7 +317,7 @@ def choose_steps(
     lv_ = lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode()))
     parts = parts_mod.parts(lv_, occ, steps_mod.key_id(pl.col("anchor")))
     pick = steps_mod.choose_level(lv_, nvtx_steps.part_counts(nv, kernel_ns), parts, two_models)
-    pick, agreement = agree(pick, lv, st, seq)
+    pick, agreement = agree(pick, lv, st, seq, two_models)
 
     names = labels(out, lv.select("device_id", "anchor", "a_name").unique(["device_id", "anchor"]))
     pick = pick.join(names, on=["device_id", "anchor"], how="left")
@@ -354,10 +354,12 @@ def choose_steps(
     return steps, sources_table(nvc, nv_pick, lv, pick, agreement, names, two_models)
 
 
-def agree(pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
-    """GPUs of one job (the same kernels over overlapping time) use one anchor: the one chosen
-    on the GPU with the strongest evidence, when it is a valid candidate on the others too.
-    Returns the picks and, per GPU of a job, a line on how they agree."""
+def agree(
+    pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFrame, two_models: dict
+) -> tuple[pl.DataFrame, dict]:
+    """GPUs of one job (the same kernels over overlapping time) use the anchor chosen on the GPU
+    with the strongest evidence where it is a candidate on the others too (not for a GPU's rounds
+    of two models: two_models). Returns the picks and, per GPU of a job, how they agree."""
     if pick.height < 2:
         return pick, {}
     jobs = job_groups(seq.filter(pl.col("device_id").is_in(pick["device_id"].implode())))
@@ -369,20 +371,20 @@ def agree(pick: pl.DataFrame, lv: pl.DataFrame, st: pl.DataFrame, seq: pl.DataFr
         leader = max(devices, key=lambda d: (out[d]["rank"], out[d]["reg"], -d))
         key = out[leader]["anchor"]
         for d in devices:
-            if d == leader or out[d]["anchor"] == key:
+            if d == leader or out[d]["anchor"] == key or steps_mod.of_rounds(out[d]["n"], two_models.get(d, (0,))[0]):
                 continue
             row = st.filter((pl.col("device_id") == d) & (pl.col("key") == key))
             if row.height:
-                level = lv.filter((pl.col("device_id") == d) & (pl.col("level") == row["level"][0]))
-                new = level.row(0, named=True)
+                new = lv.filter((pl.col("device_id") == d) & pl.col("keys").list.contains(key)).row(0, named=True)
                 new.update(anchor=key, n=row["n"][0], reg=row["reg"][0])
                 out[d] = new
         counts = {d: out[d]["n"] for d in devices}
         same_key = len({out[d]["anchor"] for d in devices}) == 1
         lo, hi = min(counts.values()), max(counts.values())
         gpus = ", ".join(str(d) for d in sorted(devices))
-        if same_key and hi <= 1.05 * lo:
-            line = f"GPUs {gpus} of one job: the same anchor, {lo:,}" + (f" to {hi:,}" if hi != lo else "") + " steps"
+        if hi <= 1.05 * lo:
+            line = f"GPUs {gpus} of one job: " + ("the same anchor, " if same_key else "")
+            line += f"{lo:,}" + (f" to {hi:,}" if hi != lo else "") + " steps"
         else:
             line = f"GPUs {gpus} of one job disagree: " + ", ".join(
                 f"GPU {d} {counts[d]:,} steps" for d in sorted(devices)
@@ -465,9 +467,7 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.D
             round_passes[r["device_id"]] = others
         conf[r["device_id"]] = (
             steps_mod.confidence(r["rank"], r["reg"], r["members"], src),
-            steps_mod.evidence_text(
-                r["rank"], r["marks"], r["host"], r["members"], r["n"], *two_models.get(r["device_id"], ())
-            ),
+            steps_mod.evidence_text(r["rank"], r["marks"], r["host"], r["members"], r["n"], n_rounds, others),
         )
     for d in nv_pick["device_id"].to_list():
         conf[d] = ("high", "the program's NVTX ranges mark the steps")

@@ -15,6 +15,11 @@ from nsight_doctor.store.timeline.load import GRAPH
 MODEL_PASS_RATIO = 2.0
 ROUND_SEED = 11  # (the hash of a round's signature)
 ROUND_GRAPH_KEY = 1  # the signature of the longer graphs' launches (steps.GRAPH_KEY is 0; kernels' are hashes)
+# Without a lookup that says a pass reads tokens (the sampling and graph markers), a round is the
+# rarer and longer pass (the target's) after the same number of the other's each round, 2 to
+# MAX_PROPOSALS: a draft proposes a few tokens. One model's two picks a pass, a pass captured in
+# two graphs, and a request's prefill graph before its decodes' are not rounds.
+MAX_PROPOSALS = 10
 
 
 def rounds(
@@ -22,15 +27,16 @@ def rounds(
 ) -> tuple[pl.DataFrame, dict[int, tuple[int, float]]]:
     """Where two models take turns on a GPU, one's passes between runs of the other's
     (speculative decoding: a draft model proposes tokens, the target checks them in one pass):
-    the rarer model's passes as one more signature (ROUND_SEED), and per GPU the rounds' count
-    and the other model's passes per round.
+    the rarer model's passes as one more signature (a hash with ROUND_SEED; traced whole,
+    ROUND_GRAPH_KEY), and per GPU the rounds' count and the other model's passes per round.
 
     own: the step kernels' launches signed by name (kid), with their launch signatures (sig);
     kern: every kernel launch (seq, category); seq: steps.sequence(), for the graph executions.
-    A pass is marked by its token embedding lookup, or on a GPU where no lookup tells two models
+    A pass is marked by its token embedding lookup; on a GPU where no lookup tells two models
     apart (a model that indexes its embedding table, whose lookup is an indexing kernel like any
-    other) by its sampling kernel: each pass picks a token, and the two models pick theirs with
-    launches of different dimensions (the target picks one per proposal and one more)."""
+    other), by its sampling kernel (the two models pick their tokens with launches of different
+    dimensions: the target one per proposal and one more); else, with CUDA graphs traced whole,
+    by each graph's executions (MAX_PROPOSALS)."""
     extra, out = by_marker(own, kern, "embedding")
     rest = own.filter(~pl.col("device_id").is_in(list(out)))
     extra2, out2 = by_marker(rest, kern, "sampling")
@@ -90,7 +96,7 @@ def by_marker(own: pl.DataFrame, kern: pl.DataFrame, marker: str) -> tuple[pl.Da
     )
     extra, out = [], {}
     for (device, kid), g in per_sig.group_by("device_id", "kid", maintain_order=True):
-        if g["long"].all() or not g["long"].any():
+        if device in out or g["long"].all() or not g["long"].any():
             continue
         # (between the two models' typical passes, for a lookup of a rare dimension)
         cut = (g.filter("long")["length"].min() * g.filter(~pl.col("long"))["length"].max()) ** 0.5  # type: ignore[operator]
@@ -102,18 +108,21 @@ def by_marker(own: pl.DataFrame, kern: pl.DataFrame, marker: str) -> tuple[pl.Da
             # lengths in a cycle are one pass's pieces, as in vLLM's piecewise graphs)
             continue
         n_long = int(lookups["long"].sum())
-        rare = lookups.filter(pl.col("long") == (n_long <= lookups.height - n_long)).drop("sampled")
+        rare_long = n_long <= lookups.height - n_long
+        rare = lookups.filter(pl.col("long") == rare_long).drop("sampled")
         # (the other model's lookups in each round, between one rare pass and the next)
         per_round = lookups.with_columns(r=pl.col("seq").is_in(rare["seq"].implode()).cum_sum())
-        per_round = per_round.filter(pl.col("r") > 0).group_by("r").agg(others=pl.len() - 1).sort("r").head(-1)
-        held = (per_round["others"] >= 1).mean() >= 0.9  # type: ignore[operator]
-        if marker == "graph" and per_round.height:
+        others = per_round.filter(pl.col("r") > 0).group_by("r").agg(n=pl.len() - 1).sort("r").head(-1)["n"]
+        if others.len() < 3 or (others >= 1).mean() < 0.9:  # type: ignore[operator]
+            continue
+        if marker != "embedding":
             # (a server's two batch-size graphs also differ in length, but take turns as the
-            # batches come: a draft proposes the same number of tokens every round)
-            held = held and (per_round["others"] == per_round["others"].mode().min()).mean() >= 0.9  # type: ignore[operator]
-        if per_round.height >= 3 and held:
-            # (graphs' rounds keep their key, ROUND_GRAPH_KEY: steps names it in words)
-            kid = pl.col("kid") if marker == "graph" else pl.col("kid").hash(ROUND_SEED)
-            extra.append(rare.drop("length", "long", "sig").with_columns(kid=kid))
-            out[device] = (rare.height, (lookups.height - rare.height) / rare.height)
+            # batches come: a draft proposes as many tokens every round)
+            usual = int(others.mode().min())  # type: ignore[arg-type]
+            if not (rare_long and 2 <= usual <= MAX_PROPOSALS and (others == usual).mean() >= 0.9):  # type: ignore[operator]
+                continue
+        # (graphs' rounds keep their key, ROUND_GRAPH_KEY: steps names it in words)
+        kid = pl.col("kid") if marker == "graph" else pl.col("kid").hash(ROUND_SEED)
+        extra.append(rare.drop("length", "long", "sig").with_columns(kid=kid))
+        out[device] = (rare.height, (lookups.height - rare.height) / rare.height)
     return (pl.concat(extra) if extra else own.drop("sig").clear()), out

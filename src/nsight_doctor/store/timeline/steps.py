@@ -256,6 +256,7 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
         )
         .first(),
         marks=pl.col("mark").drop_nulls().unique().sort(),
+        keys=pl.col("key"),
         host=pl.col("host").max(),
         gemm=(pl.col("category").cast(pl.String) == "gemm").any(),
     )
@@ -290,8 +291,8 @@ def choose_level(
     parts, a layer (parts.py), and a level of few signatures a little finer than one of many
     is that one's (_also_outside).
     part_counts: per GPU, how often the program's NVTX ranges of one layer or block recur: a
-    step holds two or more. rounds_: rounds.rounds() (where two models take turns, the rank-3 levels
-    finer than their rounds are one model's passes, not steps). parts_: parts.parts()."""
+    step holds two or more. rounds_: rounds.rounds() (where two models take turns, the winning
+    rank's level at their rounds wins: finer ones are one model's passes). parts_: parts.parts()."""
     rows = []
     for (device,), g in lv.group_by("device_id", maintain_order=True):
         cap = part_counts.get(device)
@@ -363,8 +364,8 @@ def confidence(rank: int, reg: float, members: int, source: str) -> str:
 
 
 def of_rounds(n: int, n_rounds: int) -> bool:
-    """Whether a level that recurs n times is no finer than the rounds of two models."""
-    return n_rounds > 0 and n <= n_rounds * (1 + LEVEL_TOL) + 1
+    """Whether a level that recurs n times is at the rounds of two models."""
+    return n_rounds > 0 and n_rounds * (1 - LEVEL_TOL) - 1 <= n <= n_rounds * (1 + LEVEL_TOL) + 1
 
 
 def evidence_text(
