@@ -149,6 +149,8 @@ def test_speculative_decoding_in_cuda_graphs_steps_are_rounds(tmp_path):
         d = analyze([src])
         g = d.summary.steady_gpus[0]
         assert g.step_source is not None and "and 4.0 of" in (g.step_source.evidence or "")
+        # (traced whole, a request's prefill graph before a few decode replays would look alike)
+        assert g.step_source.confidence == ("medium" if name == "spec_graphs" else "high")
         assert {p.name for p in d.summary.phases if p.steps} == {"decode"}
         # (traced whole, the graphs run 99% of the work: no launch-bound; node by node, the
         # eager work between replays, but not a step in pieces)

@@ -351,13 +351,14 @@ def _also_outside(fine: dict, coarse: dict) -> bool:
     )
 
 
-def confidence(rank: int, reg: float, members: int, source: str) -> str:
+def confidence(rank: int, reg: float, members: int, source: str, rounds_: bool = False) -> str:
+    """rounds_: steps that are rounds of graphs traced whole, which a prefill graph mimics."""
     if source == "nvtx":
         return "high"
     if rank == 3:
         return "high" if reg >= 0.9 and members >= 2 else "medium"
     if rank == 2:
-        return "high" if reg >= 0.9 else "medium"
+        return "high" if reg >= 0.9 and not rounds_ else "medium"
     if rank == 1:
         return "medium" if reg >= 0.9 else "low"
     return "low"
@@ -379,9 +380,7 @@ def evidence_text(
         "graph": "a CUDA graph replay",
         "sort": "a sort or top-k",
     }
-    bits = [named[m] for m in named if m in marks_]
-    if host >= 0.9:
-        bits.append("a round trip to the host")
+    bits = [named[m] for m in named if m in marks_] + (["a round trip to the host"] if host >= 0.9 else [])
     text = "once per period: " + ", ".join(bits) if bits else "a regular period with no step marker"
     if members > 1:
         text += f"; {members} signatures recur with it"
