@@ -378,6 +378,11 @@ def test_cuda_graphs_traced_whole_are_never_the_same_work_across_captures(diagno
     assert graph_1.match == "kernel"
     assert all(k.match != "shape" for k in c.deltas.kernels if k.category == "cuda-graph")
     assert c.gate.metric != "same_kernels" and "kernels both ran alike" not in c.verdict.text
+    # A round of speculative decoding yields a token and each accepted proposal: unlike steps.
+    why = next(w.message for w in c.warnings if w.code == "step-work")
+    assert "the steps are passes → rounds of 4.0 draft passes and a target's" in why
+    c = cmp(diagnoses, "spec_graphs", "spec_graphs_node")  # the same rounds, traced two ways
+    assert "step-work" not in {w.code for w in c.warnings}
 
 
 # Options naming where the workloads write their facts: not settings of the work.

@@ -295,7 +295,8 @@ def launch_diff(a: Summary, b: Summary, label_a: str, label_b: str) -> list[str]
 def step_work(profiles: Sequence[Profile], i: int) -> str | None:
     """Why profile i's steps and the baseline's do not do the same work, as far as the captures
     show (None: they do, or there are no steps to compare): a step signature found with low
-    confidence, or kernels that both ran launching other numbers of threads per step
+    confidence, steps of which one profile's are rounds of speculative decoding (or rounds of
+    other sizes), or kernels that both ran launching other numbers of threads per step
     (metrics.work_scale: calls x grid x block, whatever the split into launches). Kernels
     hidden in CUDA graphs traced whole give no evidence either way; where the kernels tell
     nothing, recorded command lines that set a batch or prompt size differently do."""
@@ -307,6 +308,11 @@ def step_work(profiles: Sequence[Profile], i: int) -> str | None:
         src = g.step_source
         if src is not None and src.confidence == "low":
             return f"{p.label}'s steps were found with low confidence ({src.marker}: {src.evidence})"
+    rounds = [g.step_source.round_passes if g.step_source else None for g in (gb, gc)]
+    if rounds[0] != rounds[1] and (rounds[0] is None or rounds[1] is None or abs(rounds[0] - rounds[1]) >= 0.5):
+        # (a round yields a token and each accepted proposal, which no capture shows)
+        held = " → ".join("passes" if r is None else f"rounds of {r:.1f} draft passes and a target's" for r in rounds)
+        return f"the steps are {held} (speculative decoding): compare per token"
     ws = None if graph_traced(sb) or graph_traced(sc) else work_scale(profiles, i)
     if ws is None:
         # The kernels tell nothing: the recorded command lines may.

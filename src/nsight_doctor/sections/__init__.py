@@ -336,6 +336,7 @@ class StepSource(PerGpu):
     evidence: str | None
     agreement: str | None
     processes: str | None
+    round_passes: float | None
 
 
 @dataclass
