@@ -467,7 +467,7 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.D
             round_passes[r["device_id"]] = others
         conf[r["device_id"]] = (
             steps_mod.confidence(r["rank"], r["reg"], r["members"], src, r["device_id"] in round_passes),
-            steps_mod.evidence_text(r["rank"], r["marks"], r["host"], r["members"], r["n"], n_rounds, others),
+            steps_mod.evidence_text(r["rank"], r["marks"], r["host"], r["members"], round_passes.get(r["device_id"])),
         )
     for d in nv_pick["device_id"].to_list():
         conf[d] = ("high", "the program's NVTX ranges mark the steps")

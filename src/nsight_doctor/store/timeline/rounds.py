@@ -41,7 +41,17 @@ def rounds(
     rest = own.filter(~pl.col("device_id").is_in(list(out)))
     extra2, out2 = by_marker(rest, kern, "sampling")
     # (graph executions traced whole, signed by graph: no kernel inside them is seen)
-    execs = seq.filter((pl.col("kind") == GRAPH) & ~pl.col("device_id").is_in(list(out) + list(out2))).select(
+    execs = seq.filter((pl.col("kind") == GRAPH) & ~pl.col("device_id").is_in(list(out) + list(out2)))
+    extra3, out3 = by_marker(
+        graph_occurrences(execs, ROUND_GRAPH_KEY, sig=pl.col("sig").cast(pl.UInt64)), kern, "graph"
+    )
+    return pl.concat([extra, extra2, extra3], how="vertical_relaxed"), {**out, **out2, **out3}
+
+
+def graph_occurrences(rows: pl.DataFrame, kid: int, **more: pl.Expr) -> pl.DataFrame:
+    """Graph launches (rows of steps.sequence()) as occurrences of the signature kid, in the
+    columns of the kernels' (steps.signature_stats): category graph, no names; more columns."""
+    return rows.select(
         "device_id",
         "seq",
         "start",
@@ -49,11 +59,9 @@ def rounds(
         category=pl.lit("graph", pl.Categorical),
         name_id=pl.lit(None, pl.Int64),
         dn_id=pl.lit(None, pl.Int64),
-        kid=pl.lit(ROUND_GRAPH_KEY, pl.UInt64),
-        sig=pl.col("sig").cast(pl.UInt64),
+        kid=pl.lit(kid, pl.UInt64),
+        **more,
     )
-    extra3, out3 = by_marker(execs, kern, "graph")
-    return pl.concat([extra, extra2, extra3], how="vertical_relaxed"), {**out, **out2, **out3}
 
 
 def by_marker(own: pl.DataFrame, kern: pl.DataFrame, marker: str) -> tuple[pl.DataFrame, dict[int, tuple[int, float]]]:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
-from nsight_doctor.store.timeline.rounds import ROUND_GRAPH_KEY, rounds
+from nsight_doctor.store.timeline.rounds import ROUND_GRAPH_KEY, graph_occurrences, rounds
 
 MIN_REG = 0.7  # share of periods within 25% of the median period, in operations
 BURST_STRIDE = 2  # a launch this many operations after the previous one of its signature is in a burst
@@ -147,16 +147,7 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict
     own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1)
     two, two_models = rounds(own, kern, seq)
     own = pl.concat([own.drop("sig"), two], how="vertical_relaxed")
-    graphs = seq.filter("graph_start").select(
-        "device_id",
-        "seq",
-        "start",
-        "end",
-        category=pl.lit("graph", pl.Categorical),
-        name_id=pl.lit(None, pl.Int64),
-        dn_id=pl.lit(None, pl.Int64),
-        kid=pl.lit(GRAPH_KEY, pl.UInt64),
-    )
+    graphs = graph_occurrences(seq.filter("graph_start"), GRAPH_KEY)
     occ = pl.concat([kern, own, graphs], how="vertical_relaxed")
     occ = occ.with_columns(n=pl.len().over("device_id", "kid")).filter(pl.col("n") >= 3)
     # (the rows are in seq order per GPU in three blocks, launches, names and graphs, that
@@ -369,11 +360,9 @@ def of_rounds(n: int, n_rounds: int) -> bool:
     return n_rounds > 0 and n_rounds * (1 - LEVEL_TOL) - 1 <= n <= n_rounds * (1 + LEVEL_TOL) + 1
 
 
-def evidence_text(
-    rank: int, marks_: list[str], host: float, members: int, n: int = 0, n_rounds: int = 0, others: float = 0.0
-) -> str:
-    """n: the level's count; n_rounds, others: where two models take turns (rounds.py), the
-    rounds and the other model's passes per round."""
+def evidence_text(rank: int, marks_: list[str], host: float, members: int, round_passes: float | None = None) -> str:
+    """round_passes: where the steps are rounds of two models (rounds.py), the other model's
+    passes per round."""
     named = {
         "embedding": "the token embedding lookup",
         "sampling": "sampling",
@@ -384,11 +373,11 @@ def evidence_text(
     text = "once per period: " + ", ".join(bits) if bits else "a regular period with no step marker"
     if members > 1:
         text += f"; {members} signatures recur with it"
-    if rank >= 2 and of_rounds(n, n_rounds):
+    if round_passes is not None:
         # (graphs traced whole show no kernel that says what they run: "as in")
-        turns = f"two models: one pass of one and {others:.1f} of the other ("
+        turns = f"two models: one pass of one and {round_passes:.1f} of the other ("
         if rank == 2:
-            turns = f"CUDA graphs: one replay of a longer graph and {others:.1f} of shorter ones (as in "
+            turns = f"CUDA graphs: one replay of a longer graph and {round_passes:.1f} of shorter ones (as in "
         text += (
             f"; a round of {turns}speculative decoding: a draft model's proposals, checked in one pass of the target)"
         )
