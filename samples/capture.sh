@@ -30,7 +30,9 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # probes11: a diffusion transformer and a ViT classifier (blind; one GPU);
                 # probes12: the allocator's cache emptied every pass, and a pipelined loop (blind);
                 # probes13: piecewise CUDA graphs, and generate() streaming from a worker thread;
-                # probes14: speculative decoding in CUDA graphs, and the caching allocator off
+                # probes14: speculative decoding in CUDA graphs, and the caching allocator off;
+                # probes15: a gpt-fast style graph loop, a heat solver, an embedding server, a pass
+                # in two CUDA graphs, speculative decoding with one draft pass
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -381,6 +383,15 @@ probe14_series() {
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 probe_capture hf_no_alloc_cache range $W/probe4.py nocache
 }
 
+probe15_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture graph_prefill_decode range $W/probe4.py prefillgraph
+  probe_capture jacobi_solver range $W/probe5.py jacobi
+  probe_capture embed_server sampled $W/probe5.py embed
+  probe_capture split_graphs range $W/probe4.py splitgraph
+  probe_capture spec_graphs_k1 range $W/probe4.py specgraph --draft-tokens 1
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -411,6 +422,8 @@ elif [ "$MODE" = probes13 ]; then
   probe13_series
 elif [ "$MODE" = probes14 ]; then
   probe14_series
+elif [ "$MODE" = probes15 ]; then
+  probe15_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
