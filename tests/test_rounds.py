@@ -70,3 +70,53 @@ def test_one_models_two_picks_a_pass_are_no_round():
     chosen = con.execute("SELECT occurrences, round_passes, evidence FROM step_sources WHERE chosen").fetchall()
     assert [(n, rp) for n, rp, _ in chosen] == [(200, None)]
     assert "two models" not in chosen[0][2]
+
+
+# Per step i (100 of them, 100 us apart): graph 1 (20 us), graph 2 (12 us) right after it, then
+# the step's token read back (a 4-byte copy to the host, the step's one round trip). With
+# stop_check, graph 2 runs only every 5th step (a check, not part of a pass).
+CYCLE = """SELECT row_number() OVER (ORDER BY i, r) - 1 AS k, i * 100000 + r * 22000 AS t,
+                  CASE WHEN r = 0 THEN 20000 ELSE 12000 END AS dur, r + 1 AS gid, i
+           FROM range(100) a(i), range(2) b(r) WHERE r = 0 OR NOT {stop_check} OR i % 5 = 4"""
+
+
+def cycle_store(stop_check: bool):
+    c = CYCLE.format(stop_check=str(stop_check).lower())
+    return build_case_store(
+        {
+            "graph_launches": {
+                "sql": f"""SELECT t AS start, t + dur AS "end", 0 AS device_id, 7 AS stream_id,
+                                  1000 + k AS correlation_id, gid AS graph_id, gid AS graph_exec_id FROM ({c})"""
+            },
+            "memcpy": {
+                "sql": """SELECT i * 100000 + 40000 AS start, i * 100000 + 41000 AS "end", 0 AS device_id,
+                                 7 AS stream_id, 100000 + i AS correlation_id, 4 AS bytes, 'DtoH' AS direction,
+                                 'device' AS src_kind, 'pageable' AS dst_kind
+                          FROM range(100) a(i)"""
+            },
+            "api_calls": {
+                "sql": f"""SELECT t - 3000 AS start, t - 1000 AS "end", 1000 + k AS correlation_id,
+                                  'cudaGraphLaunch_v10000' AS name FROM ({c})
+                           UNION ALL SELECT i * 100000 + 39000, i * 100000 + 42000, 100000 + i, 'cudaMemcpyAsync_v3020'
+                           FROM range(100) a(i)
+                           UNION ALL SELECT i * 100000 + 42000, i * 100000 + 42500, 200000 + i,
+                                            'cudaStreamSynchronize_v3020' FROM range(100) a(i)"""
+            },
+        }
+    )
+
+
+def test_a_pass_in_two_graphs_replayed_in_turn_is_one_step():
+    con = cycle_store(stop_check=False)
+    assert con.execute("SELECT count(*) FROM steps").fetchone() == (100,)
+    # (each step holds both replays)
+    per_step = con.execute(
+        """SELECT count(*) FROM steps s JOIN base_graph_launches g
+             ON g.start >= s.start AND g.start < s."end" GROUP BY s.step ORDER BY 1"""
+    ).fetchall()
+    assert {n for (n,) in per_step} == {2}
+
+
+def test_a_graph_that_runs_every_few_passes_is_no_part_of_a_pass():
+    con = cycle_store(stop_check=True)
+    assert con.execute("SELECT count(*) FROM steps").fetchone() == (120,)

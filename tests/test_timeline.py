@@ -102,6 +102,11 @@ COUNTS = {
     "spec_graphs": "rounds",  # speculative decoding, both models' graphs traced whole: rounds
     "spec_graphs_node": "rounds",  # the same traced node by node: rounds, not both models' argmaxes
     "hf_no_alloc_cache": "forwards",  # PyTorch's caching allocator off
+    "split_graphs": "steps",  # a pass in two CUDA graphs replayed back to back: one step, not two
+    "spec_graphs_k1": "rounds",  # one draft pass a round, both models' graphs traced whole
+    "graph_prefill_decode": "forwards",  # a prefill graph, then 31 decode replays a request
+    "jacobi_solver": "iterations",  # a heat solver: an iteration a step, not the checks every 25
+    "embed_server": "batches",  # an encoder's batches: a step per pass, not per layer
 }
 
 
@@ -163,6 +168,33 @@ def test_speculative_decoding_in_cuda_graphs_steps_are_rounds(tmp_path):
         finally:
             built.close()
         assert chosen == [(4.0,)]
+
+
+@pytest.mark.parametrize("name", ["split_graphs", "spec_graphs_k1"])
+def test_cuda_graphs_replayed_in_turn_are_one_step_a_turn(name, tmp_path):
+    """split_graphs: a pass captured as two graphs (8 layers, then 8 with the head), replayed
+    back to back, its token read each step; spec_graphs_k1: one draft graph and the target's a
+    round. Traced whole, SQL over the export finds two graphs replayed 48 times each, in turn:
+    48 steps as far apart as either graph's replays, all decode, at medium confidence (nothing
+    in the trace tells one from the other); not 96 steps of "decode" and "prefill" in turn."""
+    f = facts(name)
+    src = unxz(export_of(name), tmp_path)
+    con = oracle.open_export(src)
+    rows = con.execute("SELECT graphId, start FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE ORDER BY start").fetchall()
+    by = {g: [t for h, t in rows if h == g] for g in sorted({g for g, _ in rows})}
+    turns = f.get("steps", f.get("rounds"))
+    assert [len(starts) for starts in by.values()] == [turns, turns] == [48, 48]
+    assert all(a != b for (a, _), (b, _) in itertools.pairwise(rows))  # (in turn)
+    got = steps_of(src)
+    assert len(got[0]) == turns
+    ours = [s[2] - s[1] for s in got[0]]
+    apart = [b - a for a, b in itertools.pairwise(next(iter(by.values())))]
+    assert statistics.median(ours) == pytest.approx(statistics.median(apart), rel=0.02)
+    d = analyze([src])
+    g = d.summary.steady_gpus[0]
+    assert g.step_source is not None and g.step_source.confidence == "medium"
+    assert "2 CUDA graphs replayed in turn" in (g.step_source.evidence or "")
+    assert {p.name for p in d.summary.phases if p.steps} == {"decode"}
 
 
 def test_irregular_generate_steps_are_found_with_confidence_and_match_the_lm_head(tmp_path):
@@ -1080,10 +1112,11 @@ PASS_MARKERS = {
     "hf_streamer_thread": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "spec_graphs_node": ("reduce_kernel", (5, 1, 1)),  # the target's argmax
     "hf_no_alloc_cache": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
+    "embed_server": ("vectorized_gather_kernel", None),  # the embedding lookup, its grid the batch's
 }
 
 
-def pass_starts(path, n: int, marker: tuple[str, tuple[int, int, int]] | None = None) -> list[int]:
+def pass_starts(path, n: int, marker: tuple[str, tuple[int, int, int] | None] | None = None) -> list[int]:
     """The start of each forward pass, by plain SQL over the export: a kernel (name and grid,
     else name alone: a batch's grid changes) that runs exactly n times, the workload's count of
     passes (the LM head, the sampling kernel; the first by name id, a fixed choice that is the
@@ -1099,12 +1132,14 @@ def pass_starts(path, n: int, marker: tuple[str, tuple[int, int, int]] | None = 
     return starts
 
 
-def marker_starts(con: sqlite3.Connection, n: int, marker: tuple[str, tuple[int, int, int]] | None) -> list[int]:
+def marker_starts(con: sqlite3.Connection, n: int, marker: tuple[str, tuple[int, int, int] | None] | None) -> list[int]:
     if marker is not None:
+        name, grid = marker
+        by_grid = "" if grid is None else " AND k.gridX = ? AND k.gridY = ? AND k.gridZ = ?"
         rows = con.execute(
-            """SELECT k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
-               WHERE s.value = ? AND k.gridX = ? AND k.gridY = ? AND k.gridZ = ?""",
-            (marker[0], *marker[1]),
+            f"""SELECT k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+               WHERE s.value = ?{by_grid}""",
+            (name, *(grid or ())),
         )
         return sorted(r[0] for r in rows)
     for key in (["shortName", "gridX", "gridY", "gridZ"], ["shortName"]):

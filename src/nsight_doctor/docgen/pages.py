@@ -355,7 +355,11 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   draft's every round (one model's two picks a pass, a pass in two graphs, graphs of many
   lengths in a cycle as vLLM's piecewise ones, two batch sizes' graphs as the batches come, or
   a prefill graph before a request's decodes are no rounds; nor is a draft whose proposals
-  vary in number, traced whole). Irregular steps (a plan built inside
+  vary in number, traced whole). Where CUDA graphs traced whole replay in turn, each once
+  between two round trips to the host that their launches as a whole do not each hold (a pass
+  captured in two graphs by a graph break that launches no GPU work, or one draft pass and the
+  target's), a step is one turn of all of them, at medium confidence: nothing in such a trace
+  tells the two apart, and each gives the same steps. Irregular steps (a plan built inside
   one, a new shape) are still steps. A level is a layer of a coarser one only where it recurs a
   whole number of times in that one's median period, not where the counts merely fit.
   A step begins where the host read a result back, not after waits for uploads that come by

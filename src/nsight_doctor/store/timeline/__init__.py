@@ -15,12 +15,12 @@ import duckdb
 import polars as pl
 
 from nsight_doctor.store.timeline import attention as attention_mod
+from nsight_doctor.store.timeline import bounds, nvtx_steps, threads
 from nsight_doctor.store.timeline import busy as busy_mod
 from nsight_doctor.store.timeline import code as code_mod
 from nsight_doctor.store.timeline import gaps as gaps_mod
 from nsight_doctor.store.timeline import llm as llm_mod
 from nsight_doctor.store.timeline import nvtx as nvtx_mod
-from nsight_doctor.store.timeline import nvtx_steps, threads
 from nsight_doctor.store.timeline import parts as parts_mod
 from nsight_doctor.store.timeline import phases as phases_mod
 from nsight_doctor.store.timeline import shared as shared_mod
@@ -310,7 +310,9 @@ def choose_steps(
         held = nvtx_steps.held_work(short, ranges, launches)
     nvc = nvtx_steps.nvtx_candidates(pats, held)
     nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
-    st, occ, two_models = steps_mod.signature_stats(seq)
+    gathers = strings.filter(pl.col("value") == steps_mod.GATHER)["id"]
+    training = strings.filter(pl.col("value").str.contains(llm_mod.TRAINING))["id"]
+    st, occ, two_models = steps_mod.signature_stats(seq, gathers, training)
     st = steps_mod.host_round_trips(st, occ, trips)
     st = steps_mod.marks(st, strings)
     lv = steps_mod.levels(st)
@@ -319,9 +321,10 @@ def choose_steps(
     pick = steps_mod.choose_level(lv_, nvtx_steps.part_counts(nv, kernel_ns), parts, two_models)
     pick, agreement = agree(pick, lv, st, seq, two_models)
 
-    names = labels(out, lv.select("device_id", "anchor", "a_name").unique(["device_id", "anchor"]))
+    keys = lv.select("device_id", "anchor", "a_name", "a_category").unique(["device_id", "anchor"])
+    names = steps_mod.labels(out, keys)
     pick = pick.join(names, on=["device_id", "anchor"], how="left")
-    anchor = steps_mod.lead_in(steps_mod.boundaries(seq, occ, pick, trips), seq)
+    anchor = bounds.lead_in(bounds.boundaries(seq, occ, pick, trips), seq)
     chosen = pick.select(
         "device_id",
         "marker",
@@ -394,38 +397,6 @@ def agree(
     return pl.DataFrame([out[d] for d in sorted(out)], schema=pick.schema), notes
 
 
-def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
-    """marker for each (device_id, anchor): the kernel's name with its launch dimensions, the
-    name alone for a signature by name (its a_name), or a key named in words (steps.NAMED_KEYS)."""
-    named = list(steps_mod.NAMED_KEYS.values())
-    kernel_keys = keys.filter(~pl.col("anchor").is_in(named))["anchor"].unique().to_list()
-    found = pl.DataFrame(schema={"device_id": pl.Int32, "anchor": pl.String, "marker": pl.String})
-    if kernel_keys:
-        # (compared as numbers: the hash of every kernel in words cost half a second at 2 M)
-        wanted = ", ".join(f"{int(k)}::UBIGINT" for k in kernel_keys)
-        found = writer.read(
-            f"""
-            SELECT k.device_id, k.key::VARCHAR AS anchor,
-                   any_value(coalesce(s.value, '?') || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z
-                             || '),(' || k.block_x || ',' || k.block_y || ',' || k.block_z || ')>>>') AS marker
-            FROM (SELECT *, hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS key
-                  FROM base_kernels) k
-            LEFT JOIN base_strings s ON s.id = k.short_name_id
-            WHERE k.key IN ({wanted})
-            GROUP BY k.device_id, k.key
-            """,
-        )
-    out = keys.join(
-        found.with_columns(pl.col("device_id").cast(keys["device_id"].dtype)), on=["device_id", "anchor"], how="left"
-    )
-    by_name = pl.col("a_name").fill_null("?") + pl.lit(" (any launch dimensions)")
-    return out.with_columns(
-        marker=pl.when(pl.col("anchor").is_in(named))
-        .then(pl.col("anchor"))
-        .otherwise(pl.coalesce(pl.col("marker"), by_name))
-    ).drop("a_name")
-
-
 def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.DataFrame:
     nv_rows = nvc.select(
         "device_id",
@@ -465,9 +436,12 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.D
         n_rounds, others = two_models.get(r["device_id"], (0, 0.0))
         if r["rank"] >= 2 and steps_mod.of_rounds(r["n"], n_rounds):
             round_passes[r["device_id"]] = others
+        turns = r["rank"] == 2 and r["graph_sigs"] >= 2  # (graphs replayed in turn: steps.graph_cycle)
         conf[r["device_id"]] = (
-            steps_mod.confidence(r["rank"], r["reg"], r["members"], src, r["device_id"] in round_passes),
-            steps_mod.evidence_text(r["rank"], r["marks"], r["host"], r["members"], round_passes.get(r["device_id"])),
+            steps_mod.confidence(r["rank"], r["reg"], r["members"], src, r["device_id"] in round_passes or turns),
+            steps_mod.evidence_text(
+                r["rank"], r["marks"], r["host"], r["members"], round_passes.get(r["device_id"]), r["graph_sigs"]
+            ),
         )
     for d in nv_pick["device_id"].to_list():
         conf[d] = ("high", "the program's NVTX ranges mark the steps")

@@ -61,13 +61,15 @@ def build(
     )
     novelty = _novelty(kernels, steps)
     warm = st.join(novelty, on=["device_id", "step"], how="left").with_columns(pl.col("novel_share").fill_null(0.0))
+    # Leading steps that are long and idle; with one of those, the steps before it that are
+    # mostly one-time work too (a first pass's head alone is a step where the steps begin a
+    # little after their anchor). Steps that are all one-time work are a sweep's, not warm-up.
+    classic = (pl.col("duration") > 3 * pl.col("med_dur")) & (
+        pl.col("busy_ns") / pl.col("duration").replace(0, None) < 0.5 * pl.col("med_share")
+    ).fill_null(False)
+    lead = (classic | (2 * pl.col("setup_ns").fill_null(0) >= pl.col("duration"))).cum_min().over("device_id")
     warm = warm.sort(["device_id", "step"]).with_columns(
-        warmup=(
-            (pl.col("duration") > 3 * pl.col("med_dur"))
-            & (pl.col("busy_ns") / pl.col("duration").replace(0, None) < 0.5 * pl.col("med_share")).fill_null(False)
-        )
-        .cum_min()
-        .over("device_id")
+        warmup=classic.cum_min().over("device_id") | (lead & (lead & classic).any().over("device_id"))
     )
 
     first = st.group_by("device_id").agg(

@@ -30,12 +30,7 @@ the model. Candidates, per GPU:
 Ranks of one job (GPUs running the same kernels over the same time) use one signature, the
 one chosen on the GPU with the strongest evidence, when it recurs on all of them.
 
-A step begins at the same place in each period between two occurrences of the anchor: where
-the GPU waited longest for the host in total, after the host read a result where it does so
-in every period (boundaries). The host's work between steps is charged to the step it ends.
-The first step also takes the work just before it that is a request's own (lead_in): an
-encoder, or the start of a prompt longer than a decode step, whose kernels run in few steps
-(the first one's own, later requests' first steps).
+Where each step begins: bounds.py.
 """
 
 from __future__ import annotations
@@ -45,6 +40,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from nsight_doctor.store.timeline.frames import Writer
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL, first_distinct
 from nsight_doctor.store.timeline.rounds import ROUND_GRAPH_KEY, graph_occurrences, rounds
 
@@ -58,8 +54,8 @@ GRAPH_SHARE = 0.5
 BY_NAME = ("sampling", "embedding")  # kernel categories also signed by name alone (signature_stats)
 NAME_SEED = 7  # (the hash of a name-alone signature)
 LEVEL_TOL = 0.03
-MANY_UPLOADS = 16  # waits for uploads per period beyond a step's inputs (boundaries)
 NEAR_LEVEL = 0.1  # a top-k level this much finer than the embedding lookup's (choose_level)
+GATHER = "vectorized_gather_kernel"  # (PyTorch's index_select fast path: lookups())
 STRONG_SAMPLING = re.compile(r"argmax|multinomial|sampl|top_?p|renorm|min_?p|penalt")
 
 
@@ -122,18 +118,62 @@ def key_id(key: pl.Expr) -> pl.Expr:
     return key.replace_strict({v: k for k, v in NAMED_KEYS.items()}, default=kid, return_dtype=pl.UInt64)
 
 
-def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, tuple[int, float]]]:
+def labels(writer: Writer, keys: pl.DataFrame) -> pl.DataFrame:
+    """marker for each (device_id, anchor): the kernel's name with its launch dimensions, the
+    name alone for a signature by name (its a_name), one graph's launch, or a key named in words
+    (steps.NAMED_KEYS)."""
+    named = list(NAMED_KEYS.values())
+    kernel_keys = keys.filter(~pl.col("anchor").is_in(named))["anchor"].unique().to_list()
+    found = pl.DataFrame(schema={"device_id": pl.Int32, "anchor": pl.String, "marker": pl.String})
+    if kernel_keys:
+        # (compared as numbers: the hash of every kernel in words cost half a second at 2 M)
+        wanted = ", ".join(f"{int(k)}::UBIGINT" for k in kernel_keys)
+        found = writer.read(
+            f"""
+            SELECT k.device_id, k.key::VARCHAR AS anchor,
+                   any_value(coalesce(s.value, '?') || '<<<(' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z
+                             || '),(' || k.block_x || ',' || k.block_y || ',' || k.block_z || ')>>>') AS marker
+            FROM (SELECT *, hash(short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z) AS key
+                  FROM base_kernels) k
+            LEFT JOIN base_strings s ON s.id = k.short_name_id
+            WHERE k.key IN ({wanted})
+            GROUP BY k.device_id, k.key
+            """,
+        )
+    out = keys.join(
+        found.with_columns(pl.col("device_id").cast(keys["device_id"].dtype)), on=["device_id", "anchor"], how="left"
+    )
+    by_name = pl.col("a_name").fill_null("?") + pl.lit(" (any launch dimensions)")
+    return out.with_columns(
+        marker=pl.when(pl.col("anchor").is_in(named))
+        .then(pl.col("anchor"))
+        .when(pl.col("a_category").cast(pl.String) == "graph")
+        .then(pl.col("a_name").fill_null("a CUDA graph") + pl.lit("'s launch"))
+        .otherwise(pl.coalesce(pl.col("marker"), by_name))
+    ).drop("a_name", "a_category")
+
+
+def signature_stats(
+    seq: pl.DataFrame, gathers: pl.Series | None = None, training: pl.Series | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, tuple[int, float]]]:
     """Per GPU and signature (kernel signatures, and "graph launch"): occurrences, regularity
     of the period and span; the occurrences themselves; and the rounds of two models
     (rounds.py). Occurrences are keyed by an integer (kid: sorting two million strings cost a
-    second); the signatures also by key, the same in words."""
+    second); the signatures also by key, the same in words. gathers: the name ids of GATHER;
+    training: those of training's kernels (llm.TRAINING), for lookups()."""
     dur = pl.col("end") - pl.col("start")
     total = seq.group_by("device_id").agg(
         total=pl.len(),
         graph_share=dur.filter((pl.col("kind") == GRAPH) | pl.col("in_graph")).sum() / dur.sum(),
     )
     cols = ["device_id", "seq", "start", "end", "category", "name_id", "dn_id"]
-    kern = seq.filter(pl.col("sig").is_not_null()).select(*cols, kid=pl.col("sig").cast(pl.UInt64))
+    # (a graph traced whole is a signature of its own, of category graph: a CUDA graph replay)
+    graph = pl.when(pl.col("kind") == GRAPH).then(pl.lit("graph", pl.Categorical)).otherwise("category")
+    kern = seq.filter(pl.col("sig").is_not_null()).select(
+        *cols[:4], category=graph, name_id="name_id", dn_id="dn_id", kid=pl.col("sig").cast(pl.UInt64)
+    )
+    if gathers is not None and gathers.len():
+        kern = lookups(kern, gathers, training if training is not None else pl.Series([], dtype=gathers.dtype))
     # A step's own kernels (sampling, the embedding lookup) also by name alone, where their
     # launch dimensions vary: with the batch, under continuous batching, so that no single
     # launch recurs once per step.
@@ -175,6 +215,21 @@ def signature_stats(seq: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict
     return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ, two_models
 
 
+def lookups(kern: pl.DataFrame, gathers: pl.Series, training: pl.Series) -> pl.DataFrame:
+    """kern with PyTorch's vectorized gather taken for the token embedding lookup on GPUs where
+    it runs at most once per two attention calls: an encoder's or a large batch's lookup (its
+    index_select fast path). More often, it gathers per layer (a paged KV cache, an MoE
+    layer's tokens): no pass's own kernel. Not in training (kernels of training): the lookup
+    begins a forward pass, not the iteration that a loss or an optimizer step marks, and taken
+    as the anchor it made the first iteration's head a step of its own (train_gpt2)."""
+    is_gather = pl.col("name_id").is_in(gathers.implode())
+    n = is_gather.sum().over("device_id")
+    attention = (pl.col("category") == "attention").sum().over("device_id")
+    trains = pl.col("name_id").is_in(training.implode()).any().over("device_id")
+    lookup = is_gather & (2 * n <= attention) & ~trains
+    return kern.with_columns(category=pl.when(lookup).then(pl.lit("embedding", pl.Categorical)).otherwise("category"))
+
+
 def host_round_trips(st: pl.DataFrame, occ: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
     """host: the share of each signature's periods that hold a round trip to the host.
     trips: busy.round_trips()."""
@@ -196,8 +251,12 @@ def marks(st: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     top-p...), graph, sort (a sort or top-k kernel), or null."""
     st = st.join(names.rename({"id": "name_id", "value": "name"}), on="name_id", how="left")
     st = st.join(names.rename({"id": "dn_id", "value": "dn"}), on="dn_id", how="left")
-    low = pl.col("name").fill_null("").str.to_lowercase()
     cat = pl.col("category").cast(pl.String)
+    # (a graph's name_id is its graph id)
+    graph_id = pl.lit("CUDA graph ") + pl.col("name_id").cast(pl.String)
+    is_graph = (cat == "graph") & pl.col("name_id").is_not_null()
+    st = st.with_columns(name=pl.when(is_graph).then(graph_id).otherwise("name"))
+    low = pl.col("name").fill_null("").str.to_lowercase()
     strong = (cat == "sampling") & (
         low.str.contains(STRONG_SAMPLING.pattern) | pl.col("dn").fill_null("").str.contains("ArgMaxOps")
     )
@@ -230,6 +289,8 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
         n_max=pl.col("n").max(),
         strong=pl.col("mark").is_in(["embedding", "sampling"]).any(),
         graph=(pl.col("mark") == "graph").any(),
+        # (the graphs replayed, one signature each: "graph launch" counts them all)
+        graph_sigs=((pl.col("mark") == "graph") & ~pl.col("key").is_in(list(NAMED_KEYS.values()))).sum(),
         weak=(pl.col("mark") == "sort").any() | (pl.col("host") >= 0.9).any(),
         # (a pass's own kernel that another kind of pass launches with other dimensions, such
         # as the embedding lookup of a prefill, recurs a little less often than the sampling
@@ -240,6 +301,7 @@ def levels(st: pl.DataFrame) -> pl.DataFrame:
                 pl.col("mark").is_null(),
                 pl.when(pl.col("mark").is_not_null()).then(-pl.col("n").cast(pl.Int64)).otherwise(0),
                 mark_order,
+                ~pl.col("key").is_in(list(NAMED_KEYS.values())),  # ("graph launch" before one graph's)
                 -pl.col("reg"),
                 -pl.col("gpu_ns"),
                 pl.col("key"),
@@ -304,6 +366,8 @@ def choose_level(
         in_rounds = [r for r in cands if best is not None and r["rank"] == best["rank"] and of_rounds(r["n"], n_rounds)]
         if best is not None and in_rounds:
             best = max(in_rounds, key=lambda r: (r["n"], r["reg"]))
+        elif best is not None and best["rank"] == 2:
+            best = graph_cycle(best, cands, list(g.iter_rows(named=True)))
         elif best is not None and best["rank"] == 3 and "sampling" not in best["marks"]:
             # Beam search ranks its beams with a top-k in every pass, where a prompt's pass
             # looks its tokens up with another kernel than a decode step's: the top-k's level,
@@ -330,6 +394,30 @@ def choose_level(
     return pl.DataFrame(rows, schema=lv.schema) if rows else lv.clear()
 
 
+def graph_cycle(fine: dict, cands: list[dict], rows: list[dict]) -> dict:
+    """The level of graph launches `fine`, or where p CUDA graphs replay in turn, once each per
+    period with a round trip to the host while the launches' own periods lack one, the graphs'
+    level: a pass captured as p graphs (a graph break that launches no GPU work), or one draft
+    pass and the target's (speculative decoding with one proposal), replayed back to back.
+    rows: the GPU's levels. Every graph must recur as often, give or take a replay cut by the
+    capture (a graph that runs once every few passes, such as a stop check, is no part of a
+    pass; two levels when a cut graph falls outside LEVEL_TOL)."""
+    graphs = [r for r in rows if r["graph_sigs"]]
+    p = sum(r["graph_sigs"] for r in graphs)
+    if fine["host"] >= 0.9 or p < 2:
+        return fine
+    for c in cands:
+        if (
+            c["rank"] == 2
+            and c["graph_sigs"]
+            and c["host"] >= 0.9
+            and all(abs(r["n"] - c["n"]) <= 1 + LEVEL_TOL * c["n"] for r in graphs)
+            and abs(fine["n"] - p * c["n"]) <= LEVEL_TOL * fine["n"] + p
+        ):
+            return c
+    return fine
+
+
 def _also_outside(fine: dict, coarse: dict) -> bool:
     """Whether `fine` is a few signatures that recur up to NEAR_LEVEL more often than the many
     of `coarse`, no more regularly: the step's own kernels launched outside the loop too (a
@@ -343,7 +431,8 @@ def _also_outside(fine: dict, coarse: dict) -> bool:
 
 
 def confidence(rank: int, reg: float, members: int, source: str, rounds_: bool = False) -> str:
-    """rounds_: steps that are rounds of graphs traced whole, which a prefill graph mimics."""
+    """rounds_: steps that are rounds of graphs traced whole, which a prefill graph mimics, or
+    graphs replayed in turn (graph_cycle), which may be one pass or a round of two models."""
     if source == "nvtx":
         return "high"
     if rank == 3:
@@ -360,9 +449,11 @@ def of_rounds(n: int, n_rounds: int) -> bool:
     return n_rounds > 0 and n_rounds * (1 - LEVEL_TOL) - 1 <= n <= n_rounds * (1 + LEVEL_TOL) + 1
 
 
-def evidence_text(rank: int, marks_: list[str], host: float, members: int, round_passes: float | None = None) -> str:
+def evidence_text(
+    rank: int, marks_: list[str], host: float, members: int, round_passes: float | None = None, graphs: int = 0
+) -> str:
     """round_passes: where the steps are rounds of two models (rounds.py), the other model's
-    passes per round."""
+    passes per round; graphs: the CUDA graphs at the chosen level (graph_cycle)."""
     named = {
         "embedding": "the token embedding lookup",
         "sampling": "sampling",
@@ -373,6 +464,11 @@ def evidence_text(rank: int, marks_: list[str], host: float, members: int, round
     text = "once per period: " + ", ".join(bits) if bits else "a regular period with no step marker"
     if members > 1:
         text += f"; {members} signatures recur with it"
+    if round_passes is None and rank == 2 and graphs >= 2:
+        text += (
+            f"; {graphs} CUDA graphs replayed in turn, each once a step (a pass captured in {graphs} graphs, "
+            "or a draft pass and the target's in speculative decoding)"
+        )
     if round_passes is not None:
         # (graphs traced whole show no kernel that says what they run: "as in")
         turns = f"two models: one pass of one and {round_passes:.1f} of the other ("
@@ -382,207 +478,3 @@ def evidence_text(rank: int, marks_: list[str], host: float, members: int, round
             f"; a round of {turns}speculative decoding: a draft model's proposals, checked in one pass of the target)"
         )
     return text
-
-
-def boundaries(seq: pl.DataFrame, occ: pl.DataFrame, choice: pl.DataFrame, trips: pl.DataFrame) -> pl.DataFrame:
-    """The steps of anchor-chosen GPUs: one per occurrence of the anchor, tiling the run of
-    them. A step begins at the same place in every period between two anchors: the operation,
-    counted on from the previous anchor or back from the next one, before which the GPU waited
-    longest in total over all periods. Where nine periods in ten hold a round trip to the host
-    (a blocking call returned, a copy to the host ended), only the first operations after
-    one are candidates: the host read a result, then issued the next step (not a wait for an
-    upload where they come by the dozen: MANY_UPLOADS). The first step
-    begins at that place counted back from the first anchor, or, when it is counted on from an
-    anchor, after the GPU's longest wait within two median periods before the first one; the
-    last ends where a next one would begin a median period on, or with the GPU's last
-    operation before that."""
-    a = occ.join(choice.select("device_id", kid=key_id(pl.col("anchor"))), on=["device_id", "kid"], how="semi")
-    # Waits for uploads by the dozen in every period (between the first anchor and the last:
-    # not a model's load) are a pass's own (layers offloaded to the host, each waiting for its
-    # weights), not where the host issues the next step.
-    span = a.group_by("device_id").agg(periods=pl.len() - 1, t0=pl.col("start").min(), t1=pl.col("start").max())
-    many = (
-        trips.join(span, on="device_id")
-        .filter(pl.col("upload") & (pl.col("t") >= pl.col("t0")) & (pl.col("t") < pl.col("t1")))
-        .group_by("device_id")
-        .agg(uploads=pl.len(), periods=pl.col("periods").first())
-        .filter(pl.col("uploads") >= MANY_UPLOADS * pl.col("periods"))
-    )
-    a = a.select("device_id", a_seq="seq").sort(["device_id", "a_seq"])
-    trips = trips.filter(~(pl.col("upload") & pl.col("device_id").is_in(many["device_id"].implode())))
-    a = a.with_columns(
-        k=pl.int_range(1, pl.len() + 1).over("device_id"), nxt=pl.col("a_seq").shift(-1).over("device_id")
-    )
-    per = a.group_by("device_id").agg(
-        med=pl.col("a_seq").diff().median().fill_null(1).cast(pl.Int64),
-        n=pl.len(),
-        first=pl.col("a_seq").min(),
-        last=pl.col("a_seq").max(),
-    )
-    s = seq.join(per.select("device_id"), on="device_id", how="semi").select(
-        "device_id", "seq", "start", "end", "pre_gap"
-    )
-    after = (
-        trips.sort("t")
-        .join_asof(
-            s.select("device_id", "seq", s_start="start").sort("s_start"),
-            left_on="t",
-            right_on="s_start",
-            by="device_id",
-            strategy="forward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("seq").is_not_null())
-        .select("device_id", "seq")
-        .unique()
-        .with_columns(after_trip=pl.lit(True))
-    )
-    # Each operation of a whole period (a_k, a_k+1]: its offsets from both ends.
-    pd = (
-        s.with_columns(prev=pl.col("seq") - 1)
-        .sort("prev")
-        .join_asof(
-            a.sort("a_seq"),
-            left_on="prev",
-            right_on="a_seq",
-            by="device_id",
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("nxt").is_not_null())
-        .join(after, on=["device_id", "seq"], how="left")
-        .with_columns(
-            fwd=pl.col("seq") - pl.col("a_seq"),
-            back=pl.col("nxt") - pl.col("seq"),
-            after_trip=pl.col("after_trip").fill_null(False),
-        )
-    )
-    tripped = (
-        pd.group_by("device_id", "k")
-        .agg(hit=pl.col("after_trip").any())
-        .group_by("device_id")
-        .agg(share=pl.col("hit").mean())
-    )
-    pd = pd.join(tripped, on="device_id").filter((pl.col("share") < 0.9) | pl.col("after_trip"))
-    score = pl.concat(
-        [
-            pd.group_by("device_id", "fwd")
-            .agg(idle=pl.col("pre_gap").sum())
-            .select("device_id", "idle", back=pl.lit(False), off="fwd"),
-            pd.group_by("device_id", "back")
-            .agg(idle=pl.col("pre_gap").sum())
-            .select("device_id", "idle", back=pl.lit(True), off="back"),
-        ]
-    )
-    # (ties: counted back from the anchor, nearest first)
-    best = score.sort(["device_id", "idle", "back", "off"], descending=[False, True, True, False]).unique(
-        "device_id", keep="first"
-    )
-    # One anchor: the step begins with it.
-    per = per.join(best.select("device_id", "back", "off"), on="device_id", how="left").with_columns(
-        back=pl.col("back").fill_null(True), off=pl.col("off").fill_null(0)
-    )
-    # Boundary b_k (k = 0..n) between anchors k and k + 1, a median period before the first
-    # and after the last: step k runs from b_k-1 to b_k.
-    ends = pl.concat(
-        [
-            a.select("device_id", "k", "a_seq", "nxt"),
-            per.select("device_id", k=pl.lit(0, pl.Int64), a_seq=pl.col("first") - pl.col("med"), nxt="first"),
-        ],
-        how="vertical_relaxed",
-    ).join(per, on="device_id")
-    ends = ends.with_columns(nxt=pl.coalesce("nxt", pl.col("a_seq") + pl.col("med")))
-    ends = ends.with_columns(
-        b=pl.when(pl.col("back"))
-        .then(pl.max_horizontal(pl.col("nxt") - pl.col("off"), pl.col("a_seq") + 1))
-        .otherwise(pl.min_horizontal(pl.col("a_seq") + pl.col("off"), pl.col("nxt")))
-        .clip(lower_bound=0)
-    )
-    # Counted on from an anchor, the first step has none before it: it begins after the GPU's
-    # longest wait within two median periods before its anchor.
-    b0 = (
-        s.join(per.filter(~pl.col("back")).select("device_id", "first", "med"), on="device_id")
-        .filter((pl.col("seq") >= pl.col("first") - 2 * pl.col("med")) & (pl.col("seq") <= pl.col("first")))
-        .sort(["device_id", "pre_gap", "seq"], descending=[False, True, True])
-        .unique("device_id", keep="first")
-        .select("device_id", k=pl.lit(0, pl.Int64), b0="seq")
-    )
-    ends = ends.join(b0, on=["device_id", "k"], how="left").with_columns(b=pl.coalesce("b0", "b"))
-    ops = s.select("device_id", b="seq", b_start="start")
-    ends = ends.join(ops, on=["device_id", "b"], how="left")
-    # Past the GPU's last operation: the end of its work.
-    tail = s.join(ends.filter(pl.col("k") == pl.col("n") - 1).select("device_id", lo="b"), on="device_id")
-    tail = tail.filter(pl.col("seq") >= pl.col("lo")).group_by("device_id").agg(tail_end=pl.col("end").max())
-    ends = ends.join(tail, on="device_id", how="left").with_columns(t=pl.coalesce("b_start", "tail_end"))
-    starts = ends.filter(pl.col("k") < pl.col("n")).select("device_id", k=pl.col("k") + 1, start="t")
-    stops = ends.filter(pl.col("k") >= 1).select("device_id", "k", end="t")
-    steps = starts.join(stops, on=["device_id", "k"])
-    return steps.sort(["device_id", "k"]).select("device_id", step="k", start="start", end="end")
-
-
-def lead_in(steps: pl.DataFrame, seq: pl.DataFrame) -> pl.DataFrame:
-    """The anchor steps with each GPU's first step begun earlier, over the work just before it
-    that is a request's own: the operations back from the first step up to a wait longer than
-    a median step, when at least half of their time is in signatures (sig) that run in some of
-    the steps but fewer than half of them (an encoder or a prompt, which the first step runs
-    the rest of, or later requests run inside their first step). Work that recurs in every
-    step (a capture begun mid-decode) or in none (start-up: weights, autotuning) stays before
-    the first step."""
-    if steps.height == 0:
-        return steps
-    per = steps.group_by("device_id").agg(
-        s1=pl.col("start").min(), med=(pl.col("end") - pl.col("start")).median(), n=pl.len()
-    )
-    s1 = pl.col("device_id").replace_strict(per["device_id"], per["s1"], default=None)
-    # The run of operations that ends at the first step, no wait in it longer than a median step.
-    # (lazy: the operations before the first steps are few, and only their columns are copied)
-    pre = (
-        seq.lazy()
-        .select("device_id", "start", "end", "sig")
-        .filter(pl.col("start") < s1)
-        .collect()
-        .join(per, on="device_id")
-        .sort("device_id", "start")
-    )
-    pre = pre.with_columns(
-        wait_after=pl.coalesce(pl.col("start").shift(-1).over("device_id"), pl.col("s1"))
-        - pl.col("end").cum_max().over("device_id")
-    )
-    # (after the last wait too long: none when the wait before the first step is one itself)
-    cut = pre.group_by("device_id").agg(after=pl.col("start").filter(pl.col("wait_after") > pl.col("med")).max())
-    run = pre.join(cut, on="device_id").filter(pl.col("after").is_null() | (pl.col("start") > pl.col("after")))
-    # In how many steps each of the run's signatures runs.
-    inside = (
-        seq.lazy()
-        .select("device_id", "start", "sig")
-        .filter((pl.col("start") >= s1) & pl.col("sig").is_in(run["sig"].unique().implode()))
-        .collect()
-        .sort("start")
-        .join_asof(
-            steps.select("device_id", "step", s_start="start", s_end="end").sort("s_start"),
-            left_on="start",
-            right_on="s_start",
-            by="device_id",
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("start") < pl.col("s_end"))
-        .group_by("device_id", "sig")
-        .agg(in_steps=pl.col("step").n_unique())
-    )
-    run = run.join(inside, on=["device_id", "sig"], how="left").with_columns(
-        ns=pl.col("end") - pl.col("start"), in_steps=pl.col("in_steps").fill_null(0)
-    )
-    own = (pl.col("in_steps") >= 1) & (pl.col("in_steps") < pl.col("n") / 2)
-    begin = (
-        run.group_by("device_id")
-        .agg(begin=pl.col("start").min(), own_ns=pl.col("ns").filter(own).sum(), ns=pl.col("ns").sum())
-        .filter((pl.col("ns") > 0) & (2 * pl.col("own_ns") >= pl.col("ns")))
-        .select("device_id", "begin")
-    )
-    if begin.height == 0:
-        return steps
-    first = pl.col("step") == pl.col("step").min().over("device_id")
-    out = steps.join(begin, on="device_id", how="left")
-    out = out.with_columns(start=pl.when(first & pl.col("begin").is_not_null()).then("begin").otherwise("start"))
-    return out.select(steps.columns)
