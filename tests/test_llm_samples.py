@@ -5,7 +5,9 @@ raw export (no DuckDB, no view of ours). What each sample should diagnose is in 
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import json
 import re
 import sqlite3
 import statistics
@@ -185,10 +187,11 @@ def test_sdpa_attention_is_not_called_unfused(runs):
 MEMORY_BOUND = re.compile(r"elementwise|^reduce_kernel$|gather|scan", re.I)
 
 
-def memory_bound_chains(con, start: int, end: int) -> tuple[int, int, int]:
+def memory_bound_chains(con, start: int, end: int, cuts: list[int] | None = None) -> tuple[int, int, int]:
     """(chains, their kernels, ns a fused kernel per chain would save): runs of two or more
     memory-bound kernels in a row on a stream, with no other kernel, copy or memset between
-    them; a fused kernel costs about the run's longest."""
+    them, nor one of the times `cuts` (sorted: where iterations begin); a fused kernel costs
+    about the run's longest."""
     ops: dict[int, list[tuple]] = {}
     for k in kernels(con):
         if k[0] >= start and k[1] <= end:
@@ -200,13 +203,17 @@ def memory_bound_chains(con, start: int, end: int) -> tuple[int, int, int]:
     chains = n = saved = 0
     for stream_ops in ops.values():
         run: list[int] = []
+        last_cut = None
         for a, b, _, fusible in [*sorted(stream_ops), (0, 0, "", False)]:
-            if fusible:
+            cut = bisect.bisect_right(cuts or [], a) if fusible else None
+            if fusible and (not run or cut == last_cut):
                 run.append(b - a)
+                last_cut = cut
                 continue
             if len(run) > 1:
                 chains, n, saved = chains + 1, n + len(run), saved + sum(run) - max(run)
-            run = []
+            run = [b - a] if fusible else []
+            last_cut = cut
     return chains, n, saved
 
 
@@ -224,6 +231,32 @@ def test_a_busy_prefill_is_gpu_bound_with_chains_to_fuse_counted_as_sql_counts_t
     assert f.impact_ns == saved
     assert f.evidence["busy_pct"] >= 85 and f.evidence["busy_pct"] == pytest.approx(st.busy_pct)
     assert "torch.compile" in f.recommendation
+
+
+def test_a_heat_solvers_chains_end_with_each_iteration(tmp_path):
+    """jacobi_solver: each iteration's five memory-bound kernels (four over the neighbours'
+    slices, a copy into the interior) depend on the whole grid of the iteration before, so a
+    chain ends with its iteration: 600 chains, counted here from the raw export with an
+    iteration beginning at each first neighbour kernel after an interior copy (not 24 chains
+    of 127 kernels across the checks' syncs)."""
+    d, con = analysed(["jacobi_solver"], tmp_path)["jacobi_solver"]
+    f = d.findings[0]
+    assert f.rule_id == "gpu-bound", [x.rule_id for x in d.findings]
+    assert {p.name for p in d.summary.phases if p.steps} == {"steady"}
+    st = d.summary.steady_state
+    # (an iteration: three adds over the neighbours' strided slices, the multiply by 0.25 on
+    # their contiguous sum, the copy into the strided interior; it begins three kernels before
+    # its multiply, the vectorized kernel of 16,384 blocks: the checks' run 16,401)
+    ks = kernels(con)
+    mul = [i for i, k in enumerate(ks) if k[3] == "vectorized_elementwise_kernel" and k[5] == 16384]
+    cuts = sorted(ks[i - 3][0] for i in mul)
+    chains, n, saved = memory_bound_chains(con, st.start_ns, st.end_ns, cuts)
+    facts = json.loads((sample("jacobi_solver", ".sqlite.xz").parent / "facts.json").read_text())
+    assert chains == facts["iterations"] == 600
+    assert f.evidence["chains"] == chains and f.evidence["chain_kernels"] == n
+    assert f.evidence["saved_ns"] == pytest.approx(saved, rel=0.01)
+    # (across iterations, the runs between the checks' copies would claim nearly all of it)
+    assert memory_bound_chains(con, st.start_ns, st.end_ns)[2] > 1.2 * saved
 
 
 def test_launch_bound_decode_is_not_called_gpu_bound(runs):
