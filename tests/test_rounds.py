@@ -120,3 +120,72 @@ def test_a_pass_in_two_graphs_replayed_in_turn_is_one_step():
 def test_a_graph_that_runs_every_few_passes_is_no_part_of_a_pass():
     con = cycle_store(stop_check=True)
     assert con.execute("SELECT count(*) FROM steps").fetchone() == (120,)
+
+
+def test_graphs_in_turn_cut_by_the_capture_are_still_one_step_a_turn():
+    """The cycle of 30 steps, the capture cut before the last step's second graph: the two
+    graphs recur 30 and 29 times (two levels), and still each turn is a step, hedged as one."""
+    cycle = CYCLE.replace("range(100)", "range(30)").format(stop_check="false")
+    c = f"SELECT * FROM ({cycle}) WHERE NOT (i = 29 AND gid = 2)"
+    con = build_case_store(
+        {
+            "graph_launches": {
+                "sql": f"""SELECT t AS start, t + dur AS "end", 0 AS device_id, 7 AS stream_id,
+                                  1000 + k AS correlation_id, gid AS graph_id, gid AS graph_exec_id FROM ({c})"""
+            },
+            "memcpy": {
+                "sql": """SELECT i * 100000 + 40000 AS start, i * 100000 + 41000 AS "end", 0 AS device_id,
+                                 7 AS stream_id, 100000 + i AS correlation_id, 4 AS bytes, 'DtoH' AS direction,
+                                 'device' AS src_kind, 'pageable' AS dst_kind
+                          FROM range(29) a(i)"""
+            },
+            "api_calls": {
+                "sql": f"""SELECT t - 3000 AS start, t - 1000 AS "end", 1000 + k AS correlation_id,
+                                  'cudaGraphLaunch_v10000' AS name FROM ({c})
+                           UNION ALL SELECT i * 100000 + 39000, i * 100000 + 42000, 100000 + i, 'cudaMemcpyAsync_v3020'
+                           FROM range(29) a(i)"""
+            },
+        }
+    )
+    assert con.execute("SELECT graph_id, count(*) FROM base_graph_launches GROUP BY 1 ORDER BY 1").fetchall() == [
+        (1, 30),
+        (2, 29),
+    ]
+    assert con.execute("SELECT count(*), any_value(confidence) FROM steps").fetchone() == (30, "medium")
+    chosen = con.execute("SELECT evidence FROM step_sources WHERE chosen").fetchall()
+    assert len(chosen) == 1 and "2 CUDA graphs replayed in turn" in chosen[0][0]
+
+
+@pytest.mark.parametrize("combine", [False, True])
+def test_a_gather_once_a_layer_is_no_token_lookup(combine):
+    """60 eager decode passes of 8 layers, each layer [GEMM, PyTorch's vectorized gather (a paged
+    cache's blocks), attention (one kernel, or split-KV and its combine), GEMM], then the head
+    and an argmax, the token read back: the argmax marks the 60 steps, not the gather's 480."""
+    names = ["nvjet_a", "vectorized_gather_kernel", "flash_fwd_splitkv_kernel"]
+    names += ["flash_fwd_splitkv_combine_kernel"] if combine else []
+    names += ["nvjet_b"]
+    w, end = len(names), 8 * len(names) * 3000
+    arr = "[" + ", ".join(f"'{n}'" for n in names) + "]"
+    k = f"""SELECT i * 200000 + j * 3000 AS s, i * 1000 + j AS c,
+                   CASE WHEN j < {8 * w} THEN {arr}[1 + j % {w}] WHEN j = {8 * w} THEN 'nvjet_head'
+                        ELSE 'argmax_kernel' END AS name
+            FROM range(60) a(i), range({8 * w + 2}) b(j)"""
+    con = build_case_store(
+        {
+            "kernels": {"sql": f"""SELECT s AS start, s + 2000 AS "end", c AS correlation_id, name FROM ({k})"""},
+            "memcpy": {
+                "sql": f"""SELECT i * 200000 + {end} + 6000 AS start, i * 200000 + {end} + 7000 AS "end",
+                                  0 AS device_id, 7 AS stream_id, 900000 + i AS correlation_id, 4 AS bytes,
+                                  'DtoH' AS direction, 'device' AS src_kind, 'pageable' AS dst_kind
+                           FROM range(60) a(i)"""
+            },
+            "api_calls": {
+                "sql": f"""SELECT s - 1500 AS start, s - 500 AS "end", c AS correlation_id, 'cudaLaunchKernel' AS name
+                           FROM ({k})
+                           UNION ALL SELECT i * 200000 + {end} + 5500, i * 200000 + {end} + 7500, 900000 + i,
+                                            'cudaMemcpyAsync_v3020' FROM range(60) a(i)"""
+            },
+        }
+    )
+    assert con.execute("SELECT count(*) FROM steps").fetchall() == [(60,)]
+    assert con.execute("SELECT marks FROM step_sources WHERE chosen").fetchone() == ("sampling",)

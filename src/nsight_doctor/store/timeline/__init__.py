@@ -332,13 +332,15 @@ def choose_steps(
         "reg",
         "members",
         "marks",
+        "n",
+        "graph_sigs",
         source=pl.when(pl.col("rank") == 2).then(pl.lit("graph")).otherwise(pl.lit("kernel")),
     )
-    # (a GPU's choice has one confidence, given to each of its steps)
+    # (a GPU's choice has one confidence, given to each of its steps: step_sources')
     chosen = chosen.with_columns(
         confidence=pl.Series(
             [
-                steps_mod.confidence(r["rank"], r["reg"], r["members"], r["source"])
+                steps_mod.confidence(r["rank"], r["reg"], r["members"], r["source"], steps_mod.hedged(r, two_models))
                 for r in chosen.iter_rows(named=True)
             ],
             dtype=pl.String,
@@ -436,9 +438,8 @@ def sources_table(nvc, nv_pick, lv, pick, agreement, labels, two_models) -> pl.D
         n_rounds, others = two_models.get(r["device_id"], (0, 0.0))
         if r["rank"] >= 2 and steps_mod.of_rounds(r["n"], n_rounds):
             round_passes[r["device_id"]] = others
-        turns = r["rank"] == 2 and r["graph_sigs"] >= 2  # (graphs replayed in turn: steps.graph_cycle)
         conf[r["device_id"]] = (
-            steps_mod.confidence(r["rank"], r["reg"], r["members"], src, r["device_id"] in round_passes or turns),
+            steps_mod.confidence(r["rank"], r["reg"], r["members"], src, steps_mod.hedged(r, two_models)),
             steps_mod.evidence_text(
                 r["rank"], r["marks"], r["host"], r["members"], round_passes.get(r["device_id"]), r["graph_sigs"]
             ),

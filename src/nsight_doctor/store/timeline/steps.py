@@ -56,6 +56,7 @@ NAME_SEED = 7  # (the hash of a name-alone signature)
 LEVEL_TOL = 0.03
 NEAR_LEVEL = 0.1  # a top-k level this much finer than the embedding lookup's (choose_level)
 GATHER = "vectorized_gather_kernel"  # (PyTorch's index_select fast path: lookups())
+LOOKUP_LAYERS = 3  # an attention kernel's launches per gather's, at least, for a lookup
 STRONG_SAMPLING = re.compile(r"argmax|multinomial|sampl|top_?p|renorm|min_?p|penalt")
 
 
@@ -217,16 +218,21 @@ def signature_stats(
 
 def lookups(kern: pl.DataFrame, gathers: pl.Series, training: pl.Series) -> pl.DataFrame:
     """kern with PyTorch's vectorized gather taken for the token embedding lookup on GPUs where
-    it runs at most once per two attention calls: an encoder's or a large batch's lookup (its
-    index_select fast path). More often, it gathers per layer (a paged KV cache, an MoE
-    layer's tokens): no pass's own kernel. Not in training (kernels of training): the lookup
-    begins a forward pass, not the iteration that a loss or an optimizer step marks, and taken
-    as the anchor it made the first iteration's head a step of its own (train_gpt2)."""
-    is_gather = pl.col("name_id").is_in(gathers.implode())
+    the most frequent attention kernel runs at least LOOKUP_LAYERS times as often: once a pass
+    before three layers or more, an encoder's or a large batch's lookup (index_select's fast
+    path). Where it runs once a layer (a paged KV cache, an MoE layer's tokens), an attention
+    kernel runs once or twice as often (split-KV and its combine are two kernels; self- and
+    cross-attention one kernel twice): no pass's own kernel. Not in training (kernels of
+    training): the lookup begins a forward pass, not the iteration that a loss or an optimizer
+    step marks, and taken as the anchor it made the first iteration's head a step of its own
+    (train_gpt2). (A graph traced whole has its graph id for a name id: never a kernel's.)"""
+    kernel = pl.col("category") != "graph"
+    is_gather = pl.col("name_id").is_in(gathers.implode()) & kernel
     n = is_gather.sum().over("device_id")
-    attention = (pl.col("category") == "attention").sum().over("device_id")
-    trains = pl.col("name_id").is_in(training.implode()).any().over("device_id")
-    lookup = is_gather & (2 * n <= attention) & ~trains
+    per_name = (pl.col("category") == "attention").sum().over("device_id", "name_id")
+    attention = per_name.max().over("device_id")
+    trains = (pl.col("name_id").is_in(training.implode()) & kernel).any().over("device_id")
+    lookup = is_gather & (LOOKUP_LAYERS * n <= attention) & ~trains
     return kern.with_columns(category=pl.when(lookup).then(pl.lit("embedding", pl.Categorical)).otherwise("category"))
 
 
@@ -406,16 +412,20 @@ def graph_cycle(fine: dict, cands: list[dict], rows: list[dict]) -> dict:
     p = sum(r["graph_sigs"] for r in graphs)
     if fine["host"] >= 0.9 or p < 2:
         return fine
-    for c in cands:
-        if (
-            c["rank"] == 2
-            and c["graph_sigs"]
-            and c["host"] >= 0.9
-            and all(abs(r["n"] - c["n"]) <= 1 + LEVEL_TOL * c["n"] for r in graphs)
-            and abs(fine["n"] - p * c["n"]) <= LEVEL_TOL * fine["n"] + p
-        ):
-            return c
-    return fine
+    turns = [
+        c
+        for c in cands
+        if c["rank"] == 2
+        and c["graph_sigs"]
+        and c["host"] >= 0.9
+        and all(abs(r["n"] - c["n"]) <= 1 + LEVEL_TOL * c["n"] for r in graphs)
+        and abs(fine["n"] - p * c["n"]) <= LEVEL_TOL * fine["n"] + p
+    ]
+    if not turns:
+        return fine
+    # (the most frequent, where a replay cut by the capture put a graph on a level of its own;
+    # all p graphs are the step's)
+    return {**max(turns, key=lambda c: (c["n"], c["reg"])), "graph_sigs": p}
 
 
 def _also_outside(fine: dict, coarse: dict) -> bool:
@@ -442,6 +452,13 @@ def confidence(rank: int, reg: float, members: int, source: str, rounds_: bool =
     if rank == 1:
         return "medium" if reg >= 0.9 else "low"
     return "low"
+
+
+def hedged(level: dict, rounds_: dict[int, tuple[int, float]]) -> bool:
+    """Whether a chosen level's steps are rounds of two models (rounds_: rounds.rounds()) or
+    CUDA graphs replayed in turn (graph_cycle): confidence's rounds_."""
+    in_rounds = level["rank"] >= 2 and of_rounds(level["n"], rounds_.get(level["device_id"], (0, 0.0))[0])
+    return in_rounds or (level["rank"] == 2 and level["graph_sigs"] >= 2)
 
 
 def of_rounds(n: int, n_rounds: int) -> bool:
