@@ -1064,16 +1064,22 @@ def test_a_shape_sweep_is_steady_state_cost_not_llm_phases():
     assert "KV" not in rec and "cache_implementation" not in rec and "generate" not in rec
 
 
-def test_a_decode_loop_of_graph_replays_is_decode_whatever_marks_its_steps():
+def test_a_decode_loop_of_graph_replays_is_decode_whatever_marks_its_steps(tmp_path):
     """stream_python and stream_sleep run the same decode loop, one CUDA graph replay per token
-    (every GEMM inside it), and hf_compiled replays its compiled forward beside its sampling:
-    steps from the graph launches, from an NVTX range around each replay, or from the sampling
-    kernel, are decode steps either way."""
-    for name in ("stream_python", "stream_sleep", "hf_compiled"):
+    (every GEMM inside it): steps from the graph launches or from an NVTX range around each
+    replay are decode steps either way. hf_compiled replays its compiled forward beside its
+    sampling: each of its two generate() calls replays one graph once, its prompt's (SQL over
+    the export), then the decode graph 31 times: prefill, then decode, per call."""
+    for name in ("stream_python", "stream_sleep"):
         d = diagnosis(name)
         assert [p.name for p in d.summary.phases if p.steps] == ["decode"], name
         steady = d.summary.steady_state
         assert steady is not None and steady.kind == "decode"
+    con = oracle.open_export(unxz(export_of("hf_compiled"), tmp_path))
+    by = con.execute("SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY graphId ORDER BY 1").fetchall()
+    assert [n for (n,) in by] == [facts("hf_compiled")["calls"], 62]
+    d = diagnosis("hf_compiled")
+    assert [(p.name, p.steps) for p in d.summary.phases if p.steps] == [("prefill", 1), ("decode", 31)] * 2
 
 
 def test_each_request_of_an_encoder_decoder_begins_with_its_prefill_the_first_too(tmp_path):

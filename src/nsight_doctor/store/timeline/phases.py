@@ -61,16 +61,16 @@ def build(
     )
     novelty = _novelty(kernels, steps)
     warm = st.join(novelty, on=["device_id", "step"], how="left").with_columns(pl.col("novel_share").fill_null(0.0))
-    # Leading steps that are long and idle; with one of those, the steps before it that are
-    # mostly one-time work too (a first pass's head alone is a step where the steps begin a
+    # Leading steps that are long and idle, and the steps before the first of those that are
+    # all mostly one-time work (a first pass's head alone is a step where the steps begin a
     # little after their anchor). Steps that are all one-time work are a sweep's, not warm-up.
     classic = (pl.col("duration") > 3 * pl.col("med_dur")) & (
         pl.col("busy_ns") / pl.col("duration").replace(0, None) < 0.5 * pl.col("med_share")
     ).fill_null(False)
-    lead = (classic | (2 * pl.col("setup_ns").fill_null(0) >= pl.col("duration"))).cum_min().over("device_id")
-    warm = warm.sort(["device_id", "step"]).with_columns(
-        warmup=classic.cum_min().over("device_id") | (lead & (lead & classic).any().over("device_id"))
-    )
+    head = (2 * pl.col("setup_ns").fill_null(0) >= pl.col("duration")) & (
+        pl.col("step") < pl.col("step").filter(classic).min().over("device_id")
+    ).fill_null(False)
+    warm = warm.sort(["device_id", "step"]).with_columns(warmup=(classic | head).cum_min().over("device_id"))
 
     first = st.group_by("device_id").agg(
         s0=pl.col("start").min(), e1=pl.col("end").max(), med_dur=pl.col("med_dur").first()
@@ -243,23 +243,36 @@ def _keep_recurring_compiles(
 
 
 def _novelty(k: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """novel_share: the share of a step's kernels whose signature (name and grid) occurs in fewer
-    than half of the GPU's steps (k: _step_kernels of the steps)."""
+    """novel_share: the share of a step's kernel time in signatures (name and grid, or a graph
+    traced whole) that occur in fewer than half of the GPU's steps (k: _step_kernels of the
+    steps). By time, not count: a request's last step that gathers its tokens in one small
+    kernel is no prompt, and a prefill graph's replay is one, though it is one launch."""
     if k.height == 0:
         return pl.DataFrame(schema={"device_id": pl.Int32, "step": pl.Int64, "novel_share": pl.Float64})
     nsteps = steps.group_by("device_id").agg(nst=pl.len())
     k = k.with_columns(in_steps=pl.col("step").n_unique().over("device_id", "gsig")).join(nsteps, on="device_id")
+    novel = (pl.col("in_steps") < 0.5 * pl.col("nst")) & pl.col("gsig").is_not_null()
     return k.group_by("device_id", "step").agg(
-        novel_share=((pl.col("in_steps") < 0.5 * pl.col("nst")) & pl.col("gsig").is_not_null()).sum() / pl.len()
+        novel_share=pl.col("dur").filter(novel).sum() / pl.col("dur").sum().clip(lower_bound=1)
     )
 
 
 def _step_kernels(ops: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Kernels with the step they start in (gsig: name and grid, null when a part is)."""
+    """Kernels and graphs traced whole with the step they start in (gsig: name and grid, null
+    when a part is; a graph's, its graph id's hash)."""
     k = (
         ops.lazy()
-        .filter(pl.col("kind") == KERNEL)
-        .select("device_id", "start", "gsig", "category", dur=pl.col("end") - pl.col("start"))
+        .filter(pl.col("kind").is_in([KERNEL, GRAPH]))
+        .select(
+            "device_id",
+            "start",
+            "category",
+            # (a graph's name_id is its graph id)
+            gsig=pl.when(pl.col("kind") == GRAPH)
+            .then(pl.col("name_id").hash(GRAPH))
+            .otherwise(pl.col("gsig").cast(pl.UInt64)),
+            dur=pl.col("end") - pl.col("start"),
+        )
         .collect()
     )
     s = steps.select("device_id", "step", s_start="start", s_end="end").sort("s_start")
