@@ -80,8 +80,13 @@ CYCLE = """SELECT row_number() OVER (ORDER BY i, r) - 1 AS k, i * 100000 + r * 2
            FROM range(100) a(i), range(2) b(r) WHERE r = 0 OR NOT {stop_check} OR i % 5 = 4"""
 
 
-def cycle_store(stop_check: bool):
-    c = CYCLE.format(stop_check=str(stop_check).lower())
+def cycle_store(stop_check: bool, steps: int = 100, cut: bool = False):
+    """CYCLE over `steps` steps; cut: the capture ends before the last step's second graph
+    (and its read)."""
+    c = CYCLE.replace("range(100)", f"range({steps})").format(stop_check=str(stop_check).lower())
+    if cut:
+        c = f"SELECT * FROM ({c}) WHERE NOT (i = {steps - 1} AND gid = 2)"
+    reads = steps - 1 if cut else steps
     return build_case_store(
         {
             "graph_launches": {
@@ -89,18 +94,18 @@ def cycle_store(stop_check: bool):
                                   1000 + k AS correlation_id, gid AS graph_id, gid AS graph_exec_id FROM ({c})"""
             },
             "memcpy": {
-                "sql": """SELECT i * 100000 + 40000 AS start, i * 100000 + 41000 AS "end", 0 AS device_id,
-                                 7 AS stream_id, 100000 + i AS correlation_id, 4 AS bytes, 'DtoH' AS direction,
-                                 'device' AS src_kind, 'pageable' AS dst_kind
-                          FROM range(100) a(i)"""
+                "sql": f"""SELECT i * 100000 + 40000 AS start, i * 100000 + 41000 AS "end", 0 AS device_id,
+                                  7 AS stream_id, 100000 + i AS correlation_id, 4 AS bytes, 'DtoH' AS direction,
+                                  'device' AS src_kind, 'pageable' AS dst_kind
+                           FROM range({reads}) a(i)"""
             },
             "api_calls": {
                 "sql": f"""SELECT t - 3000 AS start, t - 1000 AS "end", 1000 + k AS correlation_id,
                                   'cudaGraphLaunch_v10000' AS name FROM ({c})
                            UNION ALL SELECT i * 100000 + 39000, i * 100000 + 42000, 100000 + i, 'cudaMemcpyAsync_v3020'
-                           FROM range(100) a(i)
+                           FROM range({reads}) a(i)
                            UNION ALL SELECT i * 100000 + 42000, i * 100000 + 42500, 200000 + i,
-                                            'cudaStreamSynchronize_v3020' FROM range(100) a(i)"""
+                                            'cudaStreamSynchronize_v3020' FROM range({reads}) a(i)"""
             },
         }
     )
@@ -125,28 +130,7 @@ def test_a_graph_that_runs_every_few_passes_is_no_part_of_a_pass():
 def test_graphs_in_turn_cut_by_the_capture_are_still_one_step_a_turn():
     """The cycle of 30 steps, the capture cut before the last step's second graph: the two
     graphs recur 30 and 29 times (two levels), and still each turn is a step, hedged as one."""
-    cycle = CYCLE.replace("range(100)", "range(30)").format(stop_check="false")
-    c = f"SELECT * FROM ({cycle}) WHERE NOT (i = 29 AND gid = 2)"
-    con = build_case_store(
-        {
-            "graph_launches": {
-                "sql": f"""SELECT t AS start, t + dur AS "end", 0 AS device_id, 7 AS stream_id,
-                                  1000 + k AS correlation_id, gid AS graph_id, gid AS graph_exec_id FROM ({c})"""
-            },
-            "memcpy": {
-                "sql": """SELECT i * 100000 + 40000 AS start, i * 100000 + 41000 AS "end", 0 AS device_id,
-                                 7 AS stream_id, 100000 + i AS correlation_id, 4 AS bytes, 'DtoH' AS direction,
-                                 'device' AS src_kind, 'pageable' AS dst_kind
-                          FROM range(29) a(i)"""
-            },
-            "api_calls": {
-                "sql": f"""SELECT t - 3000 AS start, t - 1000 AS "end", 1000 + k AS correlation_id,
-                                  'cudaGraphLaunch_v10000' AS name FROM ({c})
-                           UNION ALL SELECT i * 100000 + 39000, i * 100000 + 42000, 100000 + i, 'cudaMemcpyAsync_v3020'
-                           FROM range(29) a(i)"""
-            },
-        }
-    )
+    con = cycle_store(stop_check=False, steps=30, cut=True)
     assert con.execute("SELECT graph_id, count(*) FROM base_graph_launches GROUP BY 1 ORDER BY 1").fetchall() == [
         (1, 30),
         (2, 29),
