@@ -85,7 +85,7 @@ def test_the_code_named_in_the_gaps_never_exceeds_their_time(diagnosis):
     """Each source of idle_code (samples, NVTX ranges, OS calls) shares out at most the gaps'
     time of its part: OS calls are the thread's own, one at a time."""
     for g in diagnosis.summary.steady_gpus:
-        for part in ("cpu", "setup"):
+        for part in ("cpu", "readback", "setup"):
             for source in ("python", "native", "nvtx", "osrt"):
                 rows = [c for c in g.idle_code if c.part == part and c.source == source]
                 assert sum(c.share_pct or 0 for c in rows) <= 100 + 1e-6, (g.device_id, part, source)

@@ -712,6 +712,80 @@ def test_a_loop_waiting_for_its_dataloader_is_told_so(tmp_path):
     assert re.search(r"\d+% wait \(threading\.py:\d+\) in __next__ \(torch/utils/data/", line)
 
 
+def test_the_code_after_a_read_back_is_named_not_guessed_to_be_sampling(tmp_path):
+    """embed_server: an encoder reads each batch's embeddings back (98 KB), then tokenizes the
+    next batch in Python while the GPU idles. Plain SQL over the export: of the launching
+    thread's Python samples taken between a read-back of 32 KiB or more and the GPU's next
+    operation, outside CUDA calls, 68% are in `<genexpr>` (probe5.py:82). host-sampling names
+    that code, from the Python samples in its own gaps (idle_code's readback part), instead of
+    guessing "likely sampling"; before, only the summary named it."""
+    con = oracle.open_export(unxz(export_of("embed_server"), tmp_path))
+    rows = con.execute(
+        """WITH ops AS (SELECT start, "end" FROM x.CUPTI_ACTIVITY_KIND_KERNEL
+                        UNION ALL SELECT start, "end" FROM x.CUPTI_ACTIVITY_KIND_MEMCPY
+                        UNION ALL SELECT start, "end" FROM x.CUPTI_ACTIVITY_KIND_MEMSET),
+        rb AS (SELECT m."end" AS t0, (SELECT min(o.start) FROM ops o WHERE o.start >= m."end") AS t1
+               FROM x.CUPTI_ACTIVITY_KIND_MEMCPY m WHERE m.copyKind = 2 AND m.bytes >= 32768),
+        main AS (SELECT r.globalTid AS tid FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r
+                 JOIN x.CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId
+                 GROUP BY 1 ORDER BY count(*) DESC LIMIT 1),
+        s AS (SELECT e.start AS t, json_extract(e.jsonText, '$."Python Periodic Sampling".Frames[0].Function') AS fn,
+                     json_extract(e.jsonText, '$."Python Periodic Sampling".Frames[0].Line') AS line
+              FROM x.NVTX_EVENTS e, main
+              WHERE e.eventType = 34 AND e.jsonText LIKE '%Python Periodic Sampling%' AND e.globalTid = main.tid)
+        SELECT f.value, s.line, count(*) FROM s JOIN rb ON s.t >= rb.t0 AND s.t < rb.t1
+        JOIN x.StringIds f ON f.id = s.fn
+        WHERE NOT EXISTS (SELECT 1 FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r, main
+                          WHERE r.globalTid = main.tid AND r.start <= s.t AND s.t < r."end")
+        GROUP BY 1, 2 ORDER BY 3 DESC"""
+    ).fetchall()
+    con.close()
+    (fn, line, n), *_ = rows
+    share = 100 * n / sum(r[2] for r in rows)
+    assert (fn, line) == ("&lt;genexpr&gt;", 82) and 60 < share < 75
+    d = diagnosis("embed_server")
+    hs = finding(d, "host-sampling")
+    assert "likely sampling" not in hs.title and "% of it in `<genexpr>` (probe5.py:82)" in hs.title
+    named = re.search(r"Python samples put (\d+)% in `<genexpr>` \(probe5\.py:82\)", hs.message)
+    assert named and abs(int(named.group(1)) - share) <= 5
+    assert "the logits" not in hs.message and "tokenizing" in hs.recommendation
+    # The summary names the same code on its own line; gpu-idle's gaps (the rest) hold too few
+    # samples to name any.
+    g = d.summary.steady_gpus[0]
+    top = next(c for c in g.idle_code if c.part == "readback" and c.source == "python")
+    assert (top.name, top.location) == ("<genexpr>", "probe5.py:82")
+    assert f"{top.share_pct:.0f}%" == named.group(1) + "%"
+    assert not [c for c in g.idle_code if c.part == "cpu" and c.source == "python"]
+
+
+def test_an_encoder_whose_batches_pad_to_new_lengths_is_prefill_not_mixed(tmp_path):
+    """embed_server: an encoder over batches padded to their longest text (facts.json: 40
+    batches, 14 lengths, most of them in under half of the batches). Plain SQL over the
+    export: no kernel samples a token (no argmax, top-k or multinomial), and the token lookup
+    runs 40 times. Every step is a prompt of its own: prefill. Before, its shapes' novelty
+    made it a prefill, then 31 "mixed" steps (prompts joining decodes that do not exist), and
+    steady-compile spoke of a KV cache growing with each decode step."""
+    f = facts("embed_server")
+    lengths = collections.Counter(f["padded_lengths"])
+    assert len(lengths) == 14 and lengths.most_common(1)[0][1] < f["batches"] / 2
+    con = oracle.open_export(unxz(export_of("embed_server"), tmp_path))
+    names = [
+        r[0]
+        for r in con.execute(
+            """SELECT s.value FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName"""
+        )
+    ]
+    con.close()
+    assert not [n for n in names if re.search(r"(?i)argmax|topk|top_k|multinomial|sampl", n)]
+    assert names.count("vectorized_gather_kernel") == f["batches"]
+    d = diagnosis("embed_server")
+    with_steps = [p for p in d.summary.phases if p.steps]
+    assert {p.name for p in with_steps if p.steady} == {"prefill"}
+    assert sum(p.steps or 0 for p in with_steps) == f["batches"]
+    sc = finding(d, "steady-compile")
+    assert "pad_to_multiple_of" in sc.recommendation and "KV cache" not in sc.recommendation
+
+
 def test_a_trainer_whose_loader_keeps_up_gets_training_advice_not_generate_advice(tmp_path):
     """hf_trainer_loader: HF Trainer, its DataLoader keeping up (SQL: 5 of the main thread's 696
     Python samples in the GPU's idle time are in a DataLoader). No DataLoader claim; and a

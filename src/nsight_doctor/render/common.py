@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from nsight_doctor.model import Diagnosis, Finding, fmt_bytes, fmt_ns
-from nsight_doctor.sections import Idle, Nvtx, Summary
+from nsight_doctor.sections import Idle, IdleCode, Nvtx, Summary
 
 
 def pct(v: float | None) -> str:
@@ -140,10 +140,29 @@ STEP_PARTS = [
 ]
 
 
+def _top_code(rows: list[IdleCode]) -> str:
+    """The two rows with the most time of the first source (Python frames first), as the
+    summary names them."""
+    top = [c for c in rows if c.source == rows[0].source][:2] if rows else []
+    return "; ".join(
+        f"{pct(c.share_pct)} {clip(c.name or '?')}"
+        + (f" ({c.location})" if c.location and c.source != "nvtx" else "")
+        # (the library call it was in, where that is not the frame itself)
+        + (f" in {clip(c.entry)}" if c.entry and not c.entry.startswith(f"{c.name} (") else "")
+        + (" (NVTX range)" if c.source == "nvtx" else "")
+        for c in top
+    )
+
+
 def step_rows(s: Summary) -> Rows:
     """Per GPU with steps: what the steps were found from, where a step's time goes, and the
     code that held the CPU while the GPU waited (one line each; several GPUs prefix theirs)."""
-    found, split, code, blocked, held = [], [], [], [], []
+    found: list[str] = []
+    split: list[str] = []
+    code: list[str] = []
+    after_readback: list[str] = []
+    blocked: list[str] = []
+    held: list[str] = []
     gpus = [g for g in s.steady_gpus if g.step_source is not None]
     for g in gpus:
         label = f"GPU {g.device_id}: " if len(gpus) > 1 else ""
@@ -161,8 +180,11 @@ def step_rows(s: Summary) -> Rows:
                 if getattr(sp, key) >= 0.0005 * sp.step_ns_mean
             ]
             split.append(f"{label}mean {fmt_ns(sp.step_ns_mean)}: " + ", ".join(shares))
-        cpu = [c for c in g.idle_code if c.part == "cpu" and c.source not in ("osrt", "threads")]
-        top = [c for c in cpu if c.source == cpu[0].source][:2] if cpu else []
+        # (the code in the gaps after a large read-back is host-sampling's, the rest gpu-idle's)
+        for part, lines in (("cpu", code), ("readback", after_readback)):
+            named = _top_code([c for c in g.idle_code if c.part == part and c.source not in ("osrt", "threads")])
+            if named:
+                lines.append(f"{label}{named}")
         waits = [c for c in g.idle_code if c.part == "cpu" and c.source == "osrt" and (c.share_pct or 0) >= 5][:2]
         if waits:
             blocked.append(f"{label}" + "; ".join(f"{pct(c.share_pct)} {clip(c.name or '?')}" for c in waits))
@@ -181,20 +203,11 @@ def step_rows(s: Summary) -> Rows:
                         for c in others
                     )
                 )
-        if top:
-            named = "; ".join(
-                f"{pct(c.share_pct)} {clip(c.name or '?')}"
-                + (f" ({c.location})" if c.location and c.source != "nvtx" else "")
-                # (the library call it was in, where that is not the frame itself)
-                + (f" in {clip(c.entry)}" if c.entry and not c.entry.startswith(f"{c.name} (") else "")
-                + (" (NVTX range)" if c.source == "nvtx" else "")
-                for c in top
-            )
-            code.append(f"{label}{named}")
     return (
         labelled("Steps found from", found)
         + labelled("Where a step goes", split)
         + labelled("CPU code while idle", code)
+        + labelled("CPU code after read-backs", after_readback)
         + labelled("OS calls while idle", blocked)
         + labelled("Other threads' Python", held)
     )

@@ -252,7 +252,7 @@ def idle_gaps(
         for_phases.append(g.select("device_id", "start", "end", "duration", "cause", "setup_ns"))
         for_code.append(
             g.filter(((pl.col("cpu_ns") > 0) | (pl.col("setup_ns") > 0)) & pl.col("tpid").is_not_null()).select(
-                "device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid"
+                "device_id", "start", "end", "cpu_ns", "setup_ns", "tpid", "ttid", "after_readback"
             )
         )
         for_steps.append(g.filter(pl.col("step").is_not_null()).group_by("device_id", "step").agg(part_sums))

@@ -1,7 +1,8 @@
 """Which code held the CPU while a GPU sat idle: the steady state's cpu time (gpu_gaps.cpu_ns,
 the launching thread running code outside CUDA) and its compiling time (gpu_gaps.setup_ns of
 gaps in which code was built: the CPU compiling it), named from the capture's samples and
-ranges. Each gap's time goes to its larger part of the two (idle_code.part).
+ranges. Each gap's time goes to its larger part of the two (idle_code.part), the cpu time of a
+gap that began with a large read-back (host-sampling's) to a part of its own.
 
 - python: Python samples (nsys --python-sampling) of the launching thread taken in those
   stretches, by the innermost frame (function, file, line), the innermost frame in the
@@ -67,7 +68,8 @@ def idle_code(
     strings: pl.DataFrame,
     os_calls: pl.DataFrame,
 ) -> pl.DataFrame:
-    """gaps: the steady state's gaps (device_id, start, end, cpu_ns, setup_ns, tpid, ttid);
+    """gaps: the steady state's gaps (device_id, start, end, cpu_ns, setup_ns, tpid, ttid,
+    after_readback);
     os_calls: the program's own OS runtime calls (start, end, pid, tid, name_id).
     Returns the idle_code table (tables.yaml)."""
     cols = pl.Schema(
@@ -87,8 +89,14 @@ def idle_code(
     g = gaps.filter(((pl.col("cpu_ns") > 0) | (pl.col("setup_ns") > 0)) & pl.col("tpid").is_not_null())
     if g.height == 0:
         return pl.DataFrame(schema=cols)
+    # (a gap after a large read-back is host-sampling's, and its code is told apart from the
+    # other gaps': each finding names the code in its own gaps)
     g = g.with_columns(
-        part=pl.when(pl.col("cpu_ns") >= pl.col("setup_ns")).then(pl.lit("cpu")).otherwise(pl.lit("setup")),
+        part=pl.when(pl.col("cpu_ns") < pl.col("setup_ns"))
+        .then(pl.lit("setup"))
+        .when(pl.col("after_readback"))
+        .then(pl.lit("readback"))
+        .otherwise(pl.lit("cpu")),
     ).with_columns(cpu_ns=pl.max_horizontal("cpu_ns", "setup_ns"))
     total = g.group_by("device_id", "part").agg(cpu_total=pl.col("cpu_ns").sum())
     parts = [
@@ -218,7 +226,7 @@ def _other_threads(g, calls, samples, frames, strings, os_calls) -> pl.DataFrame
     """_python's rows for the samples of other threads running Python while a launching thread
     sat in a condition wait in its gaps' cpu time (taken as the launching thread's, to fall in
     its gaps)."""
-    g = g.filter(pl.col("part") == "cpu")
+    g = g.filter(pl.col("part") != "setup")
     if samples.height == 0 or os_calls.height == 0 or g.height == 0:
         return pl.DataFrame()
     # (a launching thread that runs no Python waits for no GIL: a C++ worker's condition wait)

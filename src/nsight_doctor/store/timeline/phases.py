@@ -316,6 +316,9 @@ def _kinds(
         .group_by("device_id")
         .agg(pl.col("gemm_mean").first())
     )
+    # Steps that sample a token on the GPU (argmax, top-k/top-p, multinomial): generation.
+    sampling = k.filter(pl.col("category").cast(pl.String) == "sampling").select("device_id", "step").unique()
+    seg = seg.join(sampling.with_columns(samples=pl.lit(True)), on=["device_id", "step"], how="left")
     first_step = pl.col("step").min().over("device_id", "segment")
     # A run of different steps begins with a prefill (a request's prompt) and goes on mixed
     # (prompts beside running decodes); in a continuous-batching engine, only a stretch's first
@@ -330,6 +333,7 @@ def _kinds(
         last_mixed=pl.col("step").filter(later).max().over("device_id", "segment"),
         first_light=pl.col("step").filter(~pl.col("different")).min().over("device_id", "segment"),
         light_steps=(~pl.col("different")).sum().over("device_id", "segment"),
+        sampled_steps=pl.col("samples").fill_null(False).sum().over("device_id", "segment"),
         different_steps=pl.col("different").sum().over("device_id", "segment"),
         light_share=(pl.col("work_ns") / pl.col("duration").replace(0, None))
         .filter(~pl.col("different"))
@@ -344,8 +348,18 @@ def _kinds(
         & (pl.col("first_light") < pl.col("last_mixed"))
         & (pl.col("different_steps") >= 0.1 * pl.col("light_steps"))
     )
+    # Steps whose shapes are mostly new, none of them sampling a token, outside a serving
+    # engine: each is a prompt of its own (an encoder or an embedding server padding each batch
+    # to its longest text), not prompts joining decodes.
+    prompts = (
+        pl.lit(not batching)
+        & (3 * pl.col("different_steps") >= 2 * (pl.col("different_steps") + pl.col("light_steps")))
+        & (pl.col("sampled_steps") == 0)
+    )
     inferred = (
-        pl.when(pl.col("starts_run") & ~(batched & (pl.col("step") != pl.col("first_step"))))
+        pl.when(prompts)
+        .then(pl.lit("prefill"))
+        .when(pl.col("starts_run") & ~(batched & (pl.col("step") != pl.col("first_step"))))
         .then(pl.lit("prefill"))
         .when(pl.col("different"))
         .then(pl.lit("mixed"))

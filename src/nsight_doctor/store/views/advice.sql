@@ -9,7 +9,7 @@
 -- a scan of the kernel names.
 --
 -- topic: cuda-graphs, compiled-graphs, around-graphs, fewer-kernels, host-sync, host-sampling, moe, recompile,
---   host-waits, host-overhead, batch-more, fewer-flops, attention-backend, static-kv-cache, pinned-memory,
+--   recompile-prompts, readback-code, host-waits, host-overhead, batch-more, fewer-flops, attention-backend, static-kv-cache, pinned-memory,
 --   startup, weight-upload, collectives, capture-longer, capture-trace-less,
 --   capture-no-gpu-work, step-ranges, library-attention, library-gemm, library-nccl,
 --   library-compiled or library-pytorch (store/advice.yaml).

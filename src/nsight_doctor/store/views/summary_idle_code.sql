@@ -3,7 +3,8 @@
 -- then native symbols, then NVTX ranges, then OS runtime calls.
 --
 -- device_id: CUDA device id.
--- part: cpu (code between operations) or setup (compiling kernels).
+-- part: cpu (code between operations), readback (code after a read-back of 32 KiB or more:
+--   host-sampling's gaps) or setup (compiling kernels).
 -- source: python, native, nvtx or osrt.
 -- name: the function, symbol, NVTX range or OS call.
 -- location: file:line, library, or one range's full name.
@@ -11,7 +12,7 @@
 -- entry: for a Python frame in a library, the library call the caller made (idle_code.entry).
 -- samples: samples taken there (NULL for nvtx and osrt).
 -- ns: the cpu time attributed to it, ns.
--- share_pct: ns as % of the GPU's steady cpu time.
+-- share_pct: ns as % of the GPU's steady time in that part.
 CREATE VIEW summary_idle_code AS
 SELECT device_id, part, source, name, location, caller, entry, samples, ns, share_pct FROM (
     SELECT *, row_number() OVER (PARTITION BY device_id, part, source ORDER BY ns DESC, name, location) AS r FROM idle_code
