@@ -32,7 +32,9 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # probes13: piecewise CUDA graphs, and generate() streaming from a worker thread;
                 # probes14: speculative decoding in CUDA graphs, and the caching allocator off;
                 # probes15: a gpt-fast style graph loop, a heat solver, an embedding server, a pass
-                # in two CUDA graphs, speculative decoding with one draft pass
+                # in two CUDA graphs, speculative decoding with one draft pass; probes16: a decode
+                # loop with asynchronous scheduling, CUDA graphs per batch-size bucket, a
+                # retrieval-augmented request loop (blind; one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -392,6 +394,13 @@ probe15_series() {
   probe_capture spec_graphs_k1 range $W/probe4.py specgraph --draft-tokens 1
 }
 
+probe16_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture async_overlap sampled $W/probe6.py overlap
+  probe_capture graph_buckets range $W/probe6.py buckets
+  probe_capture rag_requests sampled $W/probe6.py rag
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -424,6 +433,8 @@ elif [ "$MODE" = probes14 ]; then
   probe14_series
 elif [ "$MODE" = probes15 ]; then
   probe15_series
+elif [ "$MODE" = probes16 ]; then
+  probe16_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
