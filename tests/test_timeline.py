@@ -107,6 +107,9 @@ COUNTS = {
     "graph_prefill_decode": "forwards",  # a prefill graph, then 31 decode replays a request
     "jacobi_solver": "iterations",  # a heat solver: an iteration a step, not the checks every 25
     "embed_server": "batches",  # an encoder's batches: a step per pass, not per layer
+    "async_overlap": "steps",  # asynchronous scheduling: each wait is for the step before
+    "graph_buckets": "steps",  # CUDA graphs per batch-size bucket, the batch shrinking
+    "rag_requests": "decoder_passes",  # an encoder pass and a search, then 24 decoder passes a request
 }
 
 
@@ -758,6 +761,30 @@ def test_the_code_after_a_read_back_is_named_not_guessed_to_be_sampling(tmp_path
     assert not [c for c in g.idle_code if c.part == "cpu" and c.source == "python"]
 
 
+def test_an_asynchronous_scheduler_is_not_told_to_defer_its_read_back(tmp_path):
+    """async_overlap: each step launches its pass and copies its token into pinned memory
+    without blocking; only then does the CPU wait for the step before (cudaEventSynchronize)
+    and process that token in Python. Plain SQL over the export: at almost every wait the GPU
+    had finished all the work issued so far (its launches take longer than its kernels), so the
+    wait held nothing back. gpu-idle names the Python and says that overlapping it hides no
+    more; before, it advised deferring the read-back a step late, which the loop already does."""
+    con = oracle.open_export(unxz(export_of("async_overlap"), tmp_path))
+    waits, done = con.execute(
+        """WITH ops AS (SELECT start, "end" FROM x.CUPTI_ACTIVITY_KIND_KERNEL
+                        UNION ALL SELECT start, "end" FROM x.CUPTI_ACTIVITY_KIND_MEMCPY),
+        w AS (SELECT r.start FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
+              WHERE s.value LIKE 'cudaEventSynchronize%')
+        SELECT count(*), count(*) FILTER (WHERE (SELECT max(o."end") FROM ops o WHERE o.start < w.start) < w.start)
+        FROM w"""
+    ).fetchone()
+    con.close()
+    assert waits == facts("async_overlap")["steps"] and done > 0.9 * waits
+    idle = finding(diagnosis("async_overlap"), "gpu-idle")
+    assert "deferring that read-back" not in idle.message
+    assert "found its work already done" in idle.message
+    assert idle.evidence["after_done_ns"] > 0.9 * idle.evidence["cpu_ns"]
+
+
 def test_an_encoder_whose_batches_pad_to_new_lengths_is_prefill_not_mixed(tmp_path):
     """embed_server: an encoder over batches padded to their longest text (facts.json: 40
     batches, 14 lengths, most of them in under half of the batches). Plain SQL over the
@@ -1154,6 +1181,31 @@ def test_a_decode_loop_of_graph_replays_is_decode_whatever_marks_its_steps(tmp_p
     assert [n for (n,) in by] == [facts("hf_compiled")["calls"], 62]
     d = diagnosis("hf_compiled")
     assert [(p.name, p.steps) for p in d.summary.phases if p.steps] == [("prefill", 1), ("decode", 31)] * 2
+
+
+def test_decode_graphs_per_batch_size_are_decode_not_prompts(tmp_path):
+    """graph_buckets: batched decoding with a CUDA graph captured per batch-size bucket (1, 2, 4
+    and 8), the batch shrinking as requests finish. Plain SQL over the export: each graph
+    replays as often as facts.json says, in runs (a replay's graph is that of the replay before
+    or after it), and no graph's mean replay is 15% longer than the median replay (a decode
+    pass reads the same weights at any batch size). Every step is decode. Before, each
+    bucket's graph replayed in under half of the steps, so every step looked like a new prompt:
+    a prefill, then "mixed" steps (or all prefill)."""
+    f = facts("graph_buckets")
+    con = oracle.open_export(unxz(export_of("graph_buckets"), tmp_path))
+    replays = con.execute(
+        'SELECT graphId, "end" - start FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE ORDER BY start'
+    ).fetchall()
+    con.close()
+    ids = [g for g, _ in replays]
+    assert sorted(collections.Counter(ids).values()) == sorted(n * f["rounds"] for n in f["replays_per_round"].values())
+    in_runs = sum(1 for i, g in enumerate(ids) if (i > 0 and ids[i - 1] == g) or (i + 1 < len(ids) and ids[i + 1] == g))
+    assert in_runs == len(ids)
+    median = statistics.median(d for _, d in replays)
+    means = [statistics.mean(d for g2, d in replays if g2 == g) for g in set(ids)]
+    assert max(means) < 1.15 * median
+    d = diagnosis("graph_buckets")
+    assert [(p.name, p.steps) for p in d.summary.phases if p.steps] == [("decode", f["steps"])]
 
 
 def test_each_request_of_an_encoder_decoder_begins_with_its_prefill_the_first_too(tmp_path):

@@ -90,23 +90,32 @@ def main_threads(ops: pl.DataFrame) -> pl.DataFrame:
 
 def returned_blocking(gaps: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFrame:
     """blocking_name, blocking_end, blocking_reason: the last blocking call of the gap's process
-    (waiting for this GPU or an unknown one) that returned in the first half of the gap."""
+    (waiting for this GPU or an unknown one) that returned in the first half of the gap;
+    blocking_waited: whether a blocking call of the process was in progress when the gap began
+    (it waited for the work that had just finished; a wait called later, as an asynchronous
+    scheduler calls it a step late, found the work done)."""
     g = gaps.with_columns(mid=pl.col("start") + pl.col("duration") // 2)
+    calls = blocking.filter(pl.col("device_id").is_not_null())
     b = (
-        blocking.select("pid", "device_id", blocking_end="end", blocking_name="name", blocking_reason="reason")
-        .filter(pl.col("device_id").is_not_null())
+        calls.select("pid", "device_id", blocking_end="end", blocking_name="name", blocking_reason="reason")
         # (a tie on the end goes to the greater name)
         .sort(["blocking_end", "blocking_name"])
     )
     g = g.sort("mid").join_asof(
         b, left_on="mid", right_on="blocking_end", by=["pid", "device_id"], strategy="backward", check_sortedness=False
     )
+    # (the call begun last before the gap: in progress when it began if it ended after)
+    w = calls.select("pid", "device_id", w0="start", w1="end").sort("w0")
+    g = g.sort("start").join_asof(
+        w, left_on="start", right_on="w0", by=["pid", "device_id"], strategy="backward", check_sortedness=False
+    )
     synced = pl.col("blocking_end") >= pl.col("start")
     return g.with_columns(
         blocking_end=pl.when(synced).then(pl.col("blocking_end")),
         blocking_name=pl.when(synced).then(pl.col("blocking_name")),
         blocking_reason=pl.when(synced).then(pl.col("blocking_reason")),
-    ).drop("mid")
+        blocking_waited=((pl.col("w0") < pl.col("start")) & (pl.col("w1") >= pl.col("start"))).fill_null(False),
+    ).drop("mid", "w0", "w1")
 
 
 def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:

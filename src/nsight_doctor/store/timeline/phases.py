@@ -9,6 +9,7 @@ from nsight_doctor.store.timeline.load import GRAPH, KERNEL
 
 IDLE_NS = 100_000_000
 STEADY = ["prefill", "decode", "mixed", "steady"]
+REGIME_SPREAD = 1.15  # a graph's mean replay over the GPU's median replay, at most, for a regime
 # A phase's source: nvtx when all of its steps (or pieces) come from NVTX ranges.
 SOURCE = pl.when(pl.col("source").eq("nvtx").all()).then(pl.lit("nvtx")).otherwise(pl.lit("inferred"))
 
@@ -244,14 +245,24 @@ def _keep_recurring_compiles(
 
 def _novelty(k: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """novel_share: the share of a step's kernel time in signatures (name and grid, or a graph
-    traced whole) that occur in fewer than half of the GPU's steps (k: _step_kernels of the
-    steps). By time, not count: a request's last step that gathers its tokens in one small
+    traced whole but for a regime's) that occur in fewer than half of the GPU's steps (k:
+    _step_kernels of the steps). By time, not count: a request's last step that gathers its tokens in one small
     kernel is no prompt, and a prefill graph's replay is one, though it is one launch."""
     if k.height == 0:
         return pl.DataFrame(schema={"device_id": pl.Int32, "step": pl.Int64, "novel_share": pl.Float64})
     nsteps = steps.group_by("device_id").agg(nst=pl.len())
     k = k.with_columns(in_steps=pl.col("step").n_unique().over("device_id", "gsig")).join(nsteps, on="device_id")
-    novel = (pl.col("in_steps") < 0.5 * pl.col("nst")) & pl.col("gsig").is_not_null()
+    # A graph that replays in runs (in the step before or after too) and takes about as long
+    # as the GPU's other replays is a regime, not a prompt: decode graphs captured per batch
+    # size replay in runs as the batch shrinks, and a decode pass reads the same weights at any
+    # batch size. A prompt's graph replays once among others, or runs longer.
+    g = k.filter("graph").with_columns(
+        alike=pl.col("dur").mean().over("device_id", "gsig") <= REGIME_SPREAD * pl.col("dur").median().over("device_id")
+    )
+    g = g.filter("alike").select("device_id", "gsig", "step").unique()
+    near = pl.concat([g.with_columns(step=pl.col("step") + d) for d in (-1, 1)]).unique()
+    k = k.join(near.with_columns(regime=pl.lit(True)), on=["device_id", "gsig", "step"], how="left")
+    novel = (pl.col("in_steps") < 0.5 * pl.col("nst")) & pl.col("gsig").is_not_null() & pl.col("regime").is_null()
     return k.group_by("device_id", "step").agg(
         novel_share=pl.col("dur").filter(novel).sum() / pl.col("dur").sum().clip(lower_bound=1)
     )
@@ -271,6 +282,7 @@ def _step_kernels(ops: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
             gsig=pl.when(pl.col("kind") == GRAPH)
             .then(pl.col("name_id").hash(GRAPH))
             .otherwise(pl.col("gsig").cast(pl.UInt64)),
+            graph=pl.col("kind") == GRAPH,
             dur=pl.col("end") - pl.col("start"),
         )
         .collect()
@@ -353,6 +365,8 @@ def _kinds(
     # to its longest text), not prompts joining decodes.
     prompts = (
         pl.lit(not batching)
+        # (a graph traced whole hides its sampling kernel)
+        & ~pl.col("device_id").is_in(list(graphs))
         & (3 * pl.col("different_steps") >= 2 * (pl.col("different_steps") + pl.col("light_steps")))
         & (pl.col("sampled_steps") == 0)
     )

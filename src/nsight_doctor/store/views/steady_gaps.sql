@@ -16,6 +16,7 @@
 -- cause: its dominant part (see gpu_gaps).
 -- launch_side: for launch gaps, cpu or gpu (see gpu_gaps).
 -- blocking_name: the blocking call that returned in it, if any.
+-- blocking_waited: whether a blocking call was in progress when it began (see gpu_gaps).
 -- blocking_reason: that call's reason (see blocking_calls).
 -- launch_ns: waiting for launches (see gpu_gaps), ns.
 -- queued_ns: the next operation already issued (see gpu_gaps), ns.
@@ -45,7 +46,7 @@
 --   finding even when it is not selected, so that no time is counted by two definitions.
 CREATE VIEW steady_gaps AS
 SELECT g.device_id, g.start, g."end", g.duration, g.cause, g.launch_side, g.blocking_name,
-       g.blocking_reason, g.launch_ns, g.queued_ns, g.sync_ns, g.sync_copy_ns, g.cpu_ns, g.api_ns, g.alloc_ns,
+       g.blocking_waited, g.blocking_reason, g.launch_ns, g.queued_ns, g.sync_ns, g.sync_copy_ns, g.cpu_ns, g.api_ns, g.alloc_ns,
        g.copy_ns, g.other_api_ns, g.setup_ns, g.module_ns, g.top_api, g.next_op, g.next_kind, g.pid, g.tid,
        g.readback_bytes, g.after_readback, g.step, p.name AS phase,
        CASE WHEN g.after_readback AND g.sync_ns + g.cpu_ns + g.api_ns > 0 THEN 'host-sampling'
