@@ -173,3 +173,47 @@ def test_a_gather_once_a_layer_is_no_token_lookup(combine):
     )
     assert con.execute("SELECT count(*) FROM steps").fetchall() == [(60,)]
     assert con.execute("SELECT marks FROM step_sources WHERE chosen").fetchone() == ("sampling",)
+
+
+def test_a_decode_loop_sampling_on_the_host_whose_attention_grows_is_not_all_prefill():
+    """40 eager decode steps, each a token lookup, GEMMs and norms of the same grids every step,
+    and an attention kernel whose grid grows with the KV cache (44% of the step's kernel time),
+    then the logits read back (64 KiB) and sampled on the host: no sampling kernel. Every step
+    is different (its attention is new), but only attention's shapes change: these are not
+    prompts of their own, as an encoder's padded batches are (a reviewer's case)."""
+    con = build_case_store(
+        {
+            "kernels": {
+                "sql": """SELECT i * 1000000 + j * 20000 AS start,
+                                 i * 1000000 + j * 20000
+                                 + CASE WHEN j = 0 THEN 5000 WHEN j = 7 THEN 60000 ELSE 10000 END AS "end",
+                                 1 + i * 100 + j AS correlation_id,
+                                 CASE WHEN j = 0 THEN 'indexSelectSmallIndex' WHEN j = 7 THEN 'flash_fwd_splitkv_kernel'
+                                      WHEN j % 2 = 1 OR j = 8 THEN 'nvjet_sm90_tst_128x8_64x12_4x1_v_bz_TNT'
+                                      ELSE 'rms_norm_kernel' END AS name,
+                                 CASE WHEN j = 7 THEN 1 + i WHEN j = 8 THEN 16 ELSE 4 END AS grid_x
+                          FROM range(40) a(i), range(9) b(j)"""
+            },
+            "memcpy": {
+                "sql": """SELECT i * 1000000 + 300000 AS start, i * 1000000 + 310000 AS "end",
+                                 5000 + i AS correlation_id, 65536 AS bytes, 'DtoH' AS direction,
+                                 'device' AS src_kind, 'pageable' AS dst_kind
+                          FROM range(40) a(i)"""
+            },
+            "api_calls": {
+                "sql": """SELECT i * 1000000 + j * 20000 - 1500 AS start, i * 1000000 + j * 20000 - 500 AS "end",
+                                 1 + i * 100 + j AS correlation_id, 'cudaLaunchKernel' AS name
+                          FROM range(40) a(i), range(9) b(j)
+                          UNION ALL SELECT i * 1000000 + 200000, i * 1000000 + 311000, 5000 + i, 'cudaMemcpyAsync_v3020'
+                          FROM range(40) a(i)"""
+            },
+        }
+    )
+    assert con.execute("SELECT count(*) FROM steps").fetchone() == (40,)
+    kinds = dict(
+        con.execute(
+            """SELECT p.name, count(*) FROM steps s JOIN phases p
+                 ON p.device_id = s.device_id AND s.start >= p.start AND s.start < p."end" GROUP BY 1"""
+        ).fetchall()
+    )
+    assert kinds.get("prefill", 0) <= 1, kinds

@@ -1699,6 +1699,44 @@ def test_a_lookup_by_id_is_what_a_dict_gives():
     check()
 
 
+def test_a_gap_is_waited_for_when_any_blocking_call_spans_its_start():
+    """gaps.returned_blocking's blocking_waited: some blocking call of the gap's process (for its
+    GPU) began before the gap and had not returned when it began, whichever thread made it, and
+    however many shorter calls other threads made in between (a reviewer's case: a long wait on
+    one thread and a short one begun later on another)."""
+    import polars as pl
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from nsight_doctor.store.timeline.gaps import returned_blocking
+
+    span = hs.tuples(hs.integers(0, 60), hs.integers(0, 30))
+
+    @settings(max_examples=300, deadline=None)
+    @given(hs.lists(span, max_size=8), hs.lists(hs.integers(0, 80), min_size=1, max_size=4))
+    def check(calls, starts):
+        g = pl.DataFrame(
+            {"device_id": [0] * len(starts), "start": starts, "duration": [10] * len(starts), "pid": [1] * len(starts)},
+            schema_overrides={"device_id": pl.Int32},
+        )
+        b = pl.DataFrame(
+            {
+                "pid": [1] * len(calls),
+                "device_id": [0] * len(calls),
+                "start": [a for a, _ in calls],
+                "end": [a + d for a, d in calls],
+                "name": ["cudaStreamSynchronize"] * len(calls),
+                "reason": ["sync"] * len(calls),
+            },
+            schema_overrides={"device_id": pl.Int32, "start": pl.Int64, "end": pl.Int64, "pid": pl.Int64},
+        )
+        got = dict(returned_blocking(g, b).select("start", "blocking_waited").iter_rows())
+        for t in starts:
+            assert got[t] == any(a < t <= a + d for a, d in calls), (t, calls)
+
+    check()
+
+
 def test_each_operation_gets_the_first_call_of_its_correlation_id():
     """gaps.launchers: each operation's launch call is the first call (in the calls' order) of
     its process and correlation id, none when either is null or no call has them; by a binary

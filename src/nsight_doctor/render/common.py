@@ -141,8 +141,9 @@ STEP_PARTS = [
 
 
 def _top_code(rows: list[IdleCode]) -> str:
-    """The two rows with the most time of the first source (Python frames first), as the
-    summary names them."""
+    """The two rows with the most time of the first source (Python frames first) among those
+    with 5% of the time or more, as gpu-idle and host-sampling name them."""
+    rows = [c for c in rows if (c.share_pct or 0) >= 5]
     top = [c for c in rows if c.source == rows[0].source][:2] if rows else []
     return "; ".join(
         f"{pct(c.share_pct)} {clip(c.name or '?')}"

@@ -104,18 +104,24 @@ def returned_blocking(gaps: pl.DataFrame, blocking: pl.DataFrame) -> pl.DataFram
     g = g.sort("mid").join_asof(
         b, left_on="mid", right_on="blocking_end", by=["pid", "device_id"], strategy="backward", check_sortedness=False
     )
-    # (the call begun last before the gap: in progress when it began if it ended after)
-    w = calls.select("pid", "device_id", w0="start", w1="end").sort("w0")
-    g = g.sort("start").join_asof(
-        w, left_on="start", right_on="w0", by=["pid", "device_id"], strategy="backward", check_sortedness=False
+    # (the latest end of the process's calls begun before the gap: one was in progress when it
+    # began if that end is not before it; a cumulative maximum, as calls of two threads overlap)
+    w = (
+        calls.select("pid", "device_id", w0="start", w1="end")
+        .sort("w0")
+        .with_columns(pl.col("w1").cum_max().over("pid", "device_id"))
+    )
+    g = g.with_columns(before=pl.col("start") - 1).sort("before")
+    g = g.join_asof(
+        w, left_on="before", right_on="w0", by=["pid", "device_id"], strategy="backward", check_sortedness=False
     )
     synced = pl.col("blocking_end") >= pl.col("start")
     return g.with_columns(
         blocking_end=pl.when(synced).then(pl.col("blocking_end")),
         blocking_name=pl.when(synced).then(pl.col("blocking_name")),
         blocking_reason=pl.when(synced).then(pl.col("blocking_reason")),
-        blocking_waited=((pl.col("w0") < pl.col("start")) & (pl.col("w1") >= pl.col("start"))).fill_null(False),
-    ).drop("mid", "w0", "w1")
+        blocking_waited=(pl.col("w1") >= pl.col("start")).fill_null(False),
+    ).drop("mid", "before", "w0", "w1")
 
 
 def process_module_ns(gaps: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:

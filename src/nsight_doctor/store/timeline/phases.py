@@ -61,7 +61,9 @@ def build(
         )
     )
     novelty = _novelty(kernels, steps)
-    warm = st.join(novelty, on=["device_id", "step"], how="left").with_columns(pl.col("novel_share").fill_null(0.0))
+    warm = st.join(novelty, on=["device_id", "step"], how="left").with_columns(
+        pl.col("novel_share").fill_null(0.0), pl.col("novel_body_share").fill_null(0.0)
+    )
     # Leading steps that are long and idle, and the steps before the first of those that are
     # all mostly one-time work (a first pass's head alone is a step where the steps begin a
     # little after their anchor). Steps that are all one-time work are a sweep's, not warm-up.
@@ -249,7 +251,9 @@ def _novelty(k: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     _step_kernels of the steps). By time, not count: a request's last step that gathers its tokens in one small
     kernel is no prompt, and a prefill graph's replay is one, though it is one launch."""
     if k.height == 0:
-        return pl.DataFrame(schema={"device_id": pl.Int32, "step": pl.Int64, "novel_share": pl.Float64})
+        return pl.DataFrame(
+            schema={"device_id": pl.Int32, "step": pl.Int64, "novel_share": pl.Float64, "novel_body_share": pl.Float64}
+        )
     nsteps = steps.group_by("device_id").agg(nst=pl.len())
     k = k.with_columns(in_steps=pl.col("step").n_unique().over("device_id", "gsig")).join(nsteps, on="device_id")
     # A graph that replays in runs (in the step before or after too) and takes about as long
@@ -263,8 +267,13 @@ def _novelty(k: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     near = pl.concat([g.with_columns(step=pl.col("step") + d) for d in (-1, 1)]).unique()
     k = k.join(near.with_columns(regime=pl.lit(True)), on=["device_id", "gsig", "step"], how="left")
     novel = (pl.col("in_steps") < 0.5 * pl.col("nst")) & pl.col("gsig").is_not_null() & pl.col("regime").is_null()
+    # (the kernels other than attention and KV-cache writes, whose shapes a decode step's
+    # growing cache changes: a prompt's tokens change theirs)
+    body = ~pl.col("category").cast(pl.String).is_in(["attention", "attention-unfused", "kv-cache"])
     return k.group_by("device_id", "step").agg(
-        novel_share=pl.col("dur").filter(novel).sum() / pl.col("dur").sum().clip(lower_bound=1)
+        novel_share=pl.col("dur").filter(novel).sum() / pl.col("dur").sum().clip(lower_bound=1),
+        novel_body_share=pl.col("dur").filter(novel & body).sum()
+        / pl.col("dur").filter(body).sum().clip(lower_bound=1),
     )
 
 
@@ -346,6 +355,7 @@ def _kinds(
         first_light=pl.col("step").filter(~pl.col("different")).min().over("device_id", "segment"),
         light_steps=(~pl.col("different")).sum().over("device_id", "segment"),
         sampled_steps=pl.col("samples").fill_null(False).sum().over("device_id", "segment"),
+        body_new_steps=(pl.col("novel_body_share") >= 0.3).sum().over("device_id", "segment"),
         different_steps=pl.col("different").sum().over("device_id", "segment"),
         light_share=(pl.col("work_ns") / pl.col("duration").replace(0, None))
         .filter(~pl.col("different"))
@@ -360,14 +370,18 @@ def _kinds(
         & (pl.col("first_light") < pl.col("last_mixed"))
         & (pl.col("different_steps") >= 0.1 * pl.col("light_steps"))
     )
-    # Steps whose shapes are mostly new, none of them sampling a token, outside a serving
-    # engine: each is a prompt of its own (an encoder or an embedding server padding each batch
-    # to its longest text), not prompts joining decodes.
+    # Steps whose shapes are mostly new beyond attention and KV-cache writes (a decode step's
+    # growing cache changes only theirs; a prompt's tokens change the norms', activations' and
+    # GEMMs' too), none of them sampling a token, outside a serving engine: each is a prompt of
+    # its own (an encoder or an embedding server padding each batch to its longest text), not
+    # prompts joining decodes.
+    steps_in = pl.col("different_steps") + pl.col("light_steps")
     prompts = (
         pl.lit(not batching)
         # (a graph traced whole hides its sampling kernel)
         & ~pl.col("device_id").is_in(list(graphs))
-        & (3 * pl.col("different_steps") >= 2 * (pl.col("different_steps") + pl.col("light_steps")))
+        & (3 * pl.col("different_steps") >= 2 * steps_in)
+        & (3 * pl.col("body_new_steps") >= 2 * steps_in)
         & (pl.col("sampled_steps") == 0)
     )
     inferred = (
