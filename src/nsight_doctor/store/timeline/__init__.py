@@ -112,7 +112,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     g, coded, parts = idle_gaps(
         out, busy, ops, calls, blocking, st, mains=mains, readbacks=readbacks, api_names=api_names, strings=strings
     )
-    busy = phases_mod.running_busy(busy)  # (what the steps and phases read of it)
+    busy = busy_mod.running_busy(busy)  # (what the steps and phases read of it)
     ops = ops.drop(launch[1:])  # (the steps' launching thread is their operations' tid)
     calls = calls.select("pid", "tid", "start", "end", "after")  # what the code in the gaps needs
 
@@ -489,7 +489,7 @@ def step_parts(
     blocking: pl.DataFrame,
 ) -> pl.DataFrame:
     """Each step's operations, busy time and the split of its time (tables.yaml, steps);
-    busy: phases.running_busy(); parts: the parts of its gaps, summed per step (device_id, step, <part>_ns)."""
+    busy: busy.running_busy(); parts: the parts of its gaps, summed per step (device_id, step, <part>_ns)."""
     if st.height == 0:
         return st.with_columns(
             *[
@@ -498,7 +498,7 @@ def step_parts(
             ],
             tid=pl.lit(None, pl.Int64),
         )
-    st = st.with_columns(busy_ns=phases_mod.busy_between(st.select("device_id", "start", "end"), busy))
+    st = st.with_columns(busy_ns=busy_mod.busy_between(st.select("device_id", "start", "end"), busy))
     o = ops.select("device_id", t="start").sort("t").with_columns(n=pl.int_range(1, pl.len() + 1).over("device_id"))
 
     a = (
@@ -561,7 +561,7 @@ def step_parts(
     w = w.select("device_id", "step", start=pl.max_horizontal("b0", "start"), end=pl.min_horizontal("b1", "end"))
     w = w.filter(pl.col("end") > pl.col("start"))
     if w.height:
-        w = w.with_columns(busy=phases_mod.busy_between(w.select("device_id", "start", "end"), busy))
+        w = w.with_columns(busy=busy_mod.busy_between(w.select("device_id", "start", "end"), busy))
         blocked = w.group_by("device_id", "step").agg(blocked_ns=pl.col("busy").sum())
         st = st.join(blocked, on=["device_id", "step"], how="left")
     else:

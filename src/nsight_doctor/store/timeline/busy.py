@@ -133,3 +133,40 @@ def readback_bytes(gaps_: pl.DataFrame, readbacks_: pl.DataFrame) -> pl.DataFram
         how="left",
         nulls_equal=True,
     )
+
+
+def running_busy(busy: pl.DataFrame) -> pl.DataFrame:
+    """The busy intervals (device_id, start, end) with `before`, their GPU's busy time before
+    each: what busy_between reads, made once for all its calls. Sorted by start."""
+    return (
+        busy.select("device_id", "start", "end")
+        .sort(["device_id", "start"])
+        .with_columns(before=(pl.col("end") - pl.col("start")).cum_sum().shift(1, fill_value=0).over("device_id"))
+        .sort("start")
+    )
+
+
+def busy_between(windows: pl.DataFrame, busy: pl.DataFrame) -> pl.Series:
+    """GPU busy time in each window [start, end) of windows (device_id, start, end), in the
+    windows' order: a difference of two lookups in the running busy total (busy:
+    running_busy())."""
+    cum = busy.select("device_id", "before", b0="start", b1="end")
+
+    def at(col: str) -> pl.Expr:
+        return pl.col("before").fill_null(0) + (pl.min_horizontal(pl.col(col), "b1") - pl.col("b0")).clip(
+            lower_bound=0
+        ).fill_null(0)
+
+    w = windows.with_columns(_row=pl.int_range(pl.len()))
+    a = (
+        w.sort("start")
+        .join_asof(cum, left_on="start", right_on="b0", by="device_id", strategy="backward", check_sortedness=False)
+        .with_columns(bs=at("start"))
+    )
+    a = (
+        a.select("_row", "bs", "end", "device_id")
+        .sort("end")
+        .join_asof(cum, left_on="end", right_on="b0", by="device_id", strategy="backward", check_sortedness=False)
+        .with_columns(be=at("end"))
+    )
+    return a.sort("_row").select((pl.col("be") - pl.col("bs")).alias("busy_ns"))["busy_ns"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from nsight_doctor.store.timeline import busy as busy_mod
 from nsight_doctor.store.timeline import jobs as jobs_mod
 from nsight_doctor.store.timeline.load import GRAPH, KERNEL
 
@@ -27,7 +28,7 @@ def build(
     """The phases table (tables.yaml); batching: a continuous-batching engine was detected;
     jobs: GPUs that are ranks of one job (jobs.job_groups); graphs: GPUs whose every step
     replays a CUDA graph.
-    busy: running_busy(); steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
+    busy: busy.running_busy(); steps: device_id, step, start, end, duration, busy_ns, source, kind_hint;
     gaps: device_id, start, end, duration, cause, setup_ns."""
     act = busy.group_by("device_id").agg(w0=pl.col("start").min(), w1=pl.col("end").max())
     act = act.with_columns(window_ns=pl.col("w1") - pl.col("w0"))
@@ -570,41 +571,4 @@ def _setup_idle(pieces: pl.DataFrame, gaps: pl.DataFrame, no_steps: pl.DataFrame
 
 
 def _busy_in(pieces: pl.DataFrame, busy: pl.DataFrame) -> pl.Series:
-    return busy_between(pieces.select("device_id", "start", "end"), busy)
-
-
-def running_busy(busy: pl.DataFrame) -> pl.DataFrame:
-    """The busy intervals (device_id, start, end) with `before`, their GPU's busy time before
-    each: what busy_between reads, made once for all its calls. Sorted by start."""
-    return (
-        busy.select("device_id", "start", "end")
-        .sort(["device_id", "start"])
-        .with_columns(before=(pl.col("end") - pl.col("start")).cum_sum().shift(1, fill_value=0).over("device_id"))
-        .sort("start")
-    )
-
-
-def busy_between(windows: pl.DataFrame, busy: pl.DataFrame) -> pl.Series:
-    """GPU busy time in each window [start, end) of windows (device_id, start, end), in the
-    windows' order: a difference of two lookups in the running busy total (busy:
-    running_busy())."""
-    cum = busy.select("device_id", "before", b0="start", b1="end")
-
-    def at(col: str) -> pl.Expr:
-        return pl.col("before").fill_null(0) + (pl.min_horizontal(pl.col(col), "b1") - pl.col("b0")).clip(
-            lower_bound=0
-        ).fill_null(0)
-
-    w = windows.with_columns(_row=pl.int_range(pl.len()))
-    a = (
-        w.sort("start")
-        .join_asof(cum, left_on="start", right_on="b0", by="device_id", strategy="backward", check_sortedness=False)
-        .with_columns(bs=at("start"))
-    )
-    a = (
-        a.select("_row", "bs", "end", "device_id")
-        .sort("end")
-        .join_asof(cum, left_on="end", right_on="b0", by="device_id", strategy="backward", check_sortedness=False)
-        .with_columns(be=at("end"))
-    )
-    return a.sort("_row").select((pl.col("be") - pl.col("bs")).alias("busy_ns"))["busy_ns"]
+    return busy_mod.busy_between(pieces.select("device_id", "start", "end"), busy)
