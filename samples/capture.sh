@@ -34,7 +34,9 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # probes15: a gpt-fast style graph loop, a heat solver, an embedding server, a pass
                 # in two CUDA graphs, speculative decoding with one draft pass; probes16: a decode
                 # loop with asynchronous scheduling, CUDA graphs per batch-size bucket, a
-                # retrieval-augmented request loop (blind; one GPU)
+                # retrieval-augmented request loop (blind; one GPU); probes17: a wait by polling
+                # an event (spinning, or asleep between polls), NVTX ranges per decoder layer
+                # only, overlapping NVTX ranges per request (blind; one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -401,6 +403,14 @@ probe16_series() {
   probe_capture rag_requests sampled $W/probe6.py rag
 }
 
+probe17_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture spin_wait sampled $W/probe7.py spin
+  probe_capture poll_sleep sampled $W/probe7.py spin --sleep-us 200
+  probe_capture layer_nvtx range $W/probe7.py layers
+  probe_capture request_ranges range $W/probe7.py requests
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -435,6 +445,8 @@ elif [ "$MODE" = probes15 ]; then
   probe15_series
 elif [ "$MODE" = probes16 ]; then
   probe16_series
+elif [ "$MODE" = probes17 ]; then
+  probe17_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
