@@ -110,6 +110,10 @@ COUNTS = {
     "async_overlap": "steps",  # asynchronous scheduling: each wait is for the step before
     "graph_buckets": "steps",  # CUDA graphs per batch-size bucket, the batch shrinking
     "rag_requests": "decoder_passes",  # an encoder pass and a search, then 24 decoder passes a request
+    "spin_wait": "steps",  # a graph replay a step, waited for by polling an event
+    "poll_sleep": "steps",  # the same, asleep between polls
+    "layer_nvtx": "forwards",  # an NVTX range on every decoder layer: 8 a pass, none a step
+    "request_ranges": "steps",  # continuous batching by hand, each request an NVTX start/end range
 }
 
 
@@ -442,6 +446,87 @@ def test_layers_are_parts_of_a_step_not_steps():
         assert len(got[0]) == 3
         durations = [e - s for _, s, e, *_ in got[0]]
         assert min(durations) > 0.9 * statistics.median(facts(name)["pass_ms"]) * 1e6
+
+
+def test_a_range_on_every_decoder_layer_is_part_of_a_pass_not_a_step(tmp_path):
+    """layer_nvtx: generate() with an NVTX range from a module hook on each decoder layer
+    (`LlamaDecoderLayer`, with `attention` and `mlp` inside), and none around a pass. Plain SQL
+    over the export: the layer ranges number the passes times the layers (768 = 96 x 8), and
+    the vocabulary projection's argmax runs once a pass. The steps are the 96 passes, from the
+    kernels; before, each layer's range was a step (768 steps of 1.7 ms)."""
+    f = facts("layer_nvtx")
+    con = oracle.open_export(unxz(export_of("layer_nvtx"), tmp_path))
+    (layer_ranges,) = con.execute(
+        """SELECT count(*) FROM x.NVTX_EVENTS n LEFT JOIN x.StringIds s ON s.id = n.textId
+           WHERE coalesce(n.text, s.value) = 'LlamaDecoderLayer'"""
+    ).fetchone()
+    (argmaxes,) = con.execute(
+        """SELECT count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.demangledName
+           WHERE s.value LIKE '%ArgMax%' OR s.value LIKE '%argmax%'"""
+    ).fetchone()
+    con.close()
+    assert layer_ranges == f["forwards"] * f["layers"] == 768
+    assert argmaxes == f["forwards"]
+    d = diagnosis("layer_nvtx")
+    g = d.summary.steady_gpus[0]
+    assert len(d.summary.steps) == f["forwards"]
+    assert g.step_source is not None and g.step_source.source == "kernel"
+    kinds = [(p.name, p.steps) for p in d.summary.phases if p.steps]
+    assert kinds == [("prefill", 1), ("decode", f["new_tokens"] - 1)] * f["calls"]
+
+
+def test_a_range_per_request_that_overlaps_the_others_is_no_step_and_covers_the_work(tmp_path):
+    """request_ranges: continuous batching by hand, each request an NVTX start/end range from
+    its arrival to its last token, so that the ranges overlap. The steps are the 154 passes
+    (COUNTS), not the 32 requests. Plain SQL over the export: every kernel was launched while
+    some request's range was open, so nvtx-coverage stays quiet; before, it counted only the
+    ranges opened while no other was open and said they held 31% of the work."""
+    con = oracle.open_export(unxz(export_of("request_ranges"), tmp_path))
+    kernel_ns, covered_ns, ranges = con.execute(
+        """WITH r AS (
+               SELECT n.start, n."end" FROM x.NVTX_EVENTS n LEFT JOIN x.StringIds s ON s.id = n.textId
+               WHERE coalesce(n.text, s.value) = 'request' AND n."end" IS NOT NULL)
+           SELECT sum(k."end" - k.start),
+                  sum(k."end" - k.start) FILTER (WHERE EXISTS (
+                      SELECT 1 FROM r WHERE a.start BETWEEN r.start AND r."end")),
+                  (SELECT count(*) FROM r)
+           FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.CUPTI_ACTIVITY_KIND_RUNTIME a
+             ON a.correlationId = k.correlationId AND a.globalTid / 16777216 = k.globalPid / 16777216"""
+    ).fetchone()
+    con.close()
+    assert ranges == facts("request_ranges")["requests"] == 32
+    assert covered_ns / kernel_ns > 0.99
+    d = diagnosis("request_ranges")
+    assert len(d.summary.steps) == facts("request_ranges")["steps"]
+    src = d.summary.steady_gpus[0].step_source
+    assert src is not None and src.source == "kernel"
+    assert "nvtx-coverage" not in [f.rule_id for f in d.findings]
+
+
+def test_nvtx_ranges_that_disagree_with_the_passes_are_no_steps():
+    """nvtx_steps.against_passes: where the kernels show the passes (a pass's own kernel, 96
+    times), a range 8 times a pass is a part of one whatever its name, and an unnamed range
+    of 32 passes holds many (a request); a range named for a step holds several passes and
+    stays (a training step of micro-batches), as does one a pass. CamelCase words count:
+    `LlamaDecoderLayer` names a layer and `DecodeStep` a step."""
+    from nsight_doctor.store.timeline import nvtx_steps
+
+    cands = pl.DataFrame(
+        {
+            "device_id": [0, 0, 0, 0, 0, 1],
+            "pattern": ["blk", "request", "train_step", "forward", "model", "blk"],
+            "priority": [2, 2, 1, 1, 2, 2],
+            "n": [768, 3, 24, 96, 95, 768],
+        }
+    )
+    passes = pl.DataFrame({"device_id": [0], "passes": [96]})
+    kept = nvtx_steps.against_passes(cands, passes)
+    assert kept.rows() == [(0, "train_step", 1, 24), (0, "forward", 1, 96), (0, "model", 2, 95), (1, "blk", 2, 768)]
+    words = pl.DataFrame({"t": ["LlamaDecoderLayer", "GPT#Block", "DecodeStep", "lm_head"]}).select(
+        nvtx_steps.words(pl.col("t"))
+    )
+    assert words["t"].to_list() == ["llama decoder layer", "gpt# block", "decode step", "lm_head"]
+    assert [bool(nvtx_steps.PART_WORDS.search(w)) for w in words["t"]] == [True, True, False, True]
 
 
 def test_a_part_recurs_evenly_in_each_period_not_only_as_often():

@@ -335,8 +335,11 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   `execute_context_N(M)_generation_N(M)`, TensorRT-LLM `[Executor] _forward_step`, SGLang
   `scheduler.run_batch`), ranges whose names say step, decode, prefill, forward, iteration or
   batch, else the outermost repeated range with GPU work. Ranges named for a part of a step
-  (layer, block, attention, mlp) are parts, a library's ranges never count, and ranges whose
-  GPU work overlaps cannot be steps;
+  (layer, block, attention, mlp, in CamelCase too: a module hook's `LlamaDecoderLayer`) are
+  parts, a library's ranges never count, and ranges whose GPU work overlaps cannot be steps.
+  Where the kernels show the passes (the step's own kernels below), a range that recurs 1.5
+  times as often or more is a part of a pass whatever its name, and one that recurs 1.5 times
+  less often holds many passes (a request, a `generate()` call) unless its name says step;
 - the work itself: a kernel (by name and launch configuration) or a CUDA graph replay that
   recurs at a regular stride. The step's own kernels (the token embedding lookup, sampling)
   rank first, then graph replays, then a round trip to the host in every period; within a rank

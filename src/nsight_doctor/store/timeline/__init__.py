@@ -308,14 +308,15 @@ def choose_steps(
             .collect()
         )
         held = nvtx_steps.held_work(short, ranges, launches)
-    nvc = nvtx_steps.nvtx_candidates(pats, held)
-    nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
     gathers = strings.filter(pl.col("value") == steps_mod.GATHER)["id"]
     training = strings.filter(pl.col("value").str.contains(llm_mod.TRAINING))["id"]
     st, occ, two_models = steps_mod.signature_stats(seq, gathers, training)
     st = steps_mod.host_round_trips(st, occ, trips)
     st = steps_mod.marks(st, strings)
     lv = steps_mod.levels(st)
+    passes = lv.filter(pl.col("rank") == 3).group_by("device_id").agg(passes=pl.col("n").max())
+    nvc = nvtx_steps.against_passes(nvtx_steps.nvtx_candidates(pats, held), passes)
+    nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
     lv_ = lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode()))
     parts = parts_mod.parts(lv_, occ, steps_mod.key_id(pl.col("anchor")))
     pick = steps_mod.choose_level(lv_, nvtx_steps.part_counts(nv, kernel_ns), parts, two_models)

@@ -16,10 +16,19 @@ PART_WORDS = re.compile(
 )
 
 
+PASS_RATIO = 1.5  # ranges per forward pass (or passes per range) that no step range has
+
+
 def pattern(text: pl.Expr) -> pl.Expr:
     """An NVTX range's pattern: its text with each run of digits as # (step_3 and step_4 are one
     pattern)."""
     return text.fill_null("").str.replace_all(r"[0-9]+", "#")
+
+
+def words(text: pl.Expr) -> pl.Expr:
+    """A pattern in lower case with its CamelCase words apart: a module hook's class name
+    (LlamaDecoderLayer, GPT#Block) names a layer as layer_# does."""
+    return text.str.replace_all(r"([a-z#])([A-Z])", "${1} ${2}").str.to_lowercase()
 
 
 def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
@@ -32,7 +41,7 @@ def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
             pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0), usable=pl.lit(False), need_ns=pl.lit(0.0)
         )
     nv = nv.with_columns(pattern=pattern(pl.col("text")))
-    low = pl.col("pattern").str.to_lowercase()
+    low = words(pl.col("pattern"))
     pats = nv.group_by("device_id", "pattern").agg(
         n=pl.len(),
         depth=pl.col("depth").min(),
@@ -102,13 +111,30 @@ def nvtx_candidates(pats: pl.DataFrame, held: pl.DataFrame | None = None) -> pl.
     )
 
 
+def against_passes(cands: pl.DataFrame, passes: pl.DataFrame) -> pl.DataFrame:
+    """Of nvtx_candidates, those whose count agrees with the forward passes that the kernels
+    show where they show them (passes: device_id, passes, the count of a pass's own kernel,
+    the embedding lookup or sampling). A range that recurs PASS_RATIO times as often as the
+    passes or more marks a part of a pass (a hook on every decoder layer, whatever its name);
+    one that recurs PASS_RATIO times less often, unless its name says step (or an engine's),
+    holds many passes (a request, a generate() call). A range named for a step that holds
+    several passes stays: a training step of micro-batches, a round of speculative decoding."""
+    if cands.height == 0 or passes.height == 0:
+        return cands
+    c = cands.join(passes.cast({"device_id": cands.schema["device_id"]}), on="device_id", how="left")
+    n, p = pl.col("n").cast(pl.Float64), pl.col("passes").cast(pl.Float64)
+    finer = (pl.col("priority") >= 1) & (n >= PASS_RATIO * p)
+    coarser = (pl.col("priority") >= 2) & (n * PASS_RATIO <= p)
+    return c.filter(~(finer | coarser).fill_null(False)).drop("passes")
+
+
 def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
     """Per GPU, the count of the most frequent NVTX pattern named for a part of a step (a
     layer, a block, attention) whose ranges hold half of the GPU's kernel time."""
     if nv.height == 0:
         return {}
     p = nv.with_columns(pattern=pattern(pl.col("text")))
-    p = p.filter(pl.col("pattern").str.to_lowercase().str.contains(PART_WORDS.pattern))
+    p = p.filter(words(pl.col("pattern")).str.contains(PART_WORDS.pattern))
     p = (
         p.group_by("device_id", "pattern")
         .agg(n=pl.len(), gpu_time=pl.col("gpu_time").sum())

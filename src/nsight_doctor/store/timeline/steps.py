@@ -5,8 +5,10 @@ the model. Candidates, per GPU:
 - nvtx (nvtx_steps.py): a repeated NVTX range of the program (a serving engine's step range, a range whose
   name says step, decode, prefill, forward, iteration or batch, else the outermost repeated
   range with GPU work; digits in names are ignored). Ranges named for a layer or a block of
-  one (layer_3_forward, attention, mlp) are parts of a step, not steps; a library's own
-  ranges never count; ranges whose GPU work overlaps (work enqueued ahead on several streams)
+  one (layer_3_forward, attention, mlp, LlamaDecoderLayer) are parts of a step, not steps, as
+  are ranges that recur PASS_RATIO times as often as the passes that a pass's own kernel
+  marks (below), and unnamed ranges that recur PASS_RATIO times less often hold many (a
+  request); a library's own ranges never count; ranges whose GPU work overlaps (work enqueued ahead on several streams)
   cannot partition the timeline. The chosen ranges must hold half of the GPU's kernel time
   (a fifth for an engine's own ranges): the work issued on their own thread, or for ranges
   named for a step, the work any thread of the process launched while one was open (a
