@@ -114,6 +114,8 @@ COUNTS = {
     "poll_sleep": "steps",  # the same, asleep between polls
     "layer_nvtx": "forwards",  # an NVTX range on every decoder layer: 8 a pass, none a step
     "request_ranges": "steps",  # continuous batching by hand, each request an NVTX start/end range
+    "hf_kv_offload": "forwards",  # the KV cache in host memory, copied in and out layer by layer
+    "hf_flex_attn": "forwards",  # flex attention: Triton attention kernels, a block mask every pass
 }
 
 
@@ -482,25 +484,42 @@ def test_a_range_per_request_that_overlaps_the_others_is_no_step_and_covers_the_
     some request's range was open, so nvtx-coverage stays quiet; before, it counted only the
     ranges opened while no other was open and said they held 31% of the work."""
     con = oracle.open_export(unxz(export_of("request_ranges"), tmp_path))
-    kernel_ns, covered_ns, ranges = con.execute(
+    spans = con.execute(
+        """SELECT n.start, n."end" FROM x.NVTX_EVENTS n LEFT JOIN x.StringIds s ON s.id = n.textId
+           WHERE coalesce(n.text, s.value) = 'request' AND n."end" IS NOT NULL ORDER BY n.start"""
+    ).fetchall()
+    kernel_ns, covered_ns, covered_ops = con.execute(
         """WITH r AS (
                SELECT n.start, n."end" FROM x.NVTX_EVENTS n LEFT JOIN x.StringIds s ON s.id = n.textId
-               WHERE coalesce(n.text, s.value) = 'request' AND n."end" IS NOT NULL)
-           SELECT sum(k."end" - k.start),
-                  sum(k."end" - k.start) FILTER (WHERE EXISTS (
-                      SELECT 1 FROM r WHERE a.start BETWEEN r.start AND r."end")),
-                  (SELECT count(*) FROM r)
-           FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.CUPTI_ACTIVITY_KIND_RUNTIME a
-             ON a.correlationId = k.correlationId AND a.globalTid / 16777216 = k.globalPid / 16777216"""
+               WHERE coalesce(n.text, s.value) = 'request' AND n."end" IS NOT NULL),
+           ops AS (SELECT start, "end", correlationId, globalPid FROM x.CUPTI_ACTIVITY_KIND_KERNEL
+                   UNION ALL SELECT start, "end", correlationId, globalPid FROM x.CUPTI_ACTIVITY_KIND_MEMCPY),
+           o AS (SELECT o."end" - o.start AS ns, EXISTS (
+                     SELECT 1 FROM x.CUPTI_ACTIVITY_KIND_RUNTIME a, r
+                     WHERE a.correlationId = o.correlationId AND a.globalTid / 16777216 = o.globalPid / 16777216
+                       AND a.start BETWEEN r.start AND r."end") AS inside
+                 FROM ops o)
+           SELECT sum(ns), sum(ns) FILTER (WHERE inside), count(*) FILTER (WHERE inside) FROM o"""
     ).fetchone()
     con.close()
-    assert ranges == facts("request_ranges")["requests"] == 32
+    union, end = 0, None
+    for a, b in spans:  # (the time some request's range was open)
+        if end is None or a > end:
+            union, end = union + b - a, b
+        elif b > end:
+            union, end = union + b - end, b
+    assert len(spans) == facts("request_ranges")["requests"] == 32
     assert covered_ns / kernel_ns > 0.99
     d = diagnosis("request_ranges")
     assert len(d.summary.steps) == facts("request_ranges")["steps"]
     src = d.summary.steady_gpus[0].step_source
     assert src is not None and src.source == "kernel"
     assert "nvtx-coverage" not in [f.rule_id for f in d.findings]
+    # The NVTX table counts the ranges' time once where they overlap: within the capture, and
+    # the work issued while one was open (before: 6.08 s of CPU and 523.6 ms of GPU, summed).
+    (row,) = [n for n in d.summary.nvtx if n.text == "request"]
+    assert row.count == 32 and row.cpu_ns == union <= (d.summary.capture.capture_ns or 0)
+    assert (row.gpu_ns, row.gpu_ops) == (covered_ns, covered_ops)
 
 
 def test_nvtx_ranges_that_disagree_with_the_passes_are_no_steps():
@@ -868,6 +887,37 @@ def test_an_asynchronous_scheduler_is_not_told_to_defer_its_read_back(tmp_path):
     assert "deferring that read-back" not in idle.message
     assert "found its work already done" in idle.message
     assert idle.evidence["after_done_ns"] > 0.9 * idle.evidence["cpu_ns"]
+
+
+@pytest.mark.parametrize("name", ["spin_wait", "poll_sleep"])
+def test_a_wait_by_polling_an_event_is_a_wait(name, tmp_path):
+    """spin_wait, poll_sleep: each step replays a graph, copies its token into pinned memory
+    without blocking, then polls an event (`while not event.query()`, spinning or asleep 200 us
+    between polls) and runs 1.5 ms of Python. Plain SQL over the export: every replay is polled
+    through (queries begin while it runs, and none is blocking), and the GPU time from a
+    replay's first poll to its end is the time the CPU sat waiting. The tool counts that time
+    as the GPU busy while the CPU waited (within 5%), and gpu-idle says that the code ran right
+    after a wait by polling and that waiting a step late overlaps it. Before, the polls were
+    other CUDA calls: no wait, and the generic advice for Python between tokens alone."""
+    con = oracle.open_export(unxz(export_of(name), tmp_path))
+    replays, polled, waited_ns = con.execute(
+        """WITH q AS (SELECT r.start FROM x.CUPTI_ACTIVITY_KIND_RUNTIME r JOIN x.StringIds s ON s.id = r.nameId
+                      WHERE s.value LIKE 'cudaEventQuery%'),
+           g AS (SELECT g.start, g."end", (SELECT min(q.start) FROM q WHERE q.start BETWEEN g.start AND g."end") AS p
+                 FROM x.CUPTI_ACTIVITY_KIND_GRAPH_TRACE g)
+           SELECT count(*), count(p), sum(g."end" - p) FROM g"""
+    ).fetchone()
+    con.close()
+    f = facts(name)
+    assert replays == f["graph_replays"] == 200 and polled >= replays - 1
+    d = diagnosis(name)
+    parts = d.summary.steady_gpus[0].step_parts
+    assert parts is not None and parts.steps == f["steps"]
+    assert parts.blocked_ns * parts.steps == pytest.approx(waited_ns, rel=0.05)
+    idle = finding(d, "gpu-idle")
+    assert "after a wait for the GPU by polling (`cudaEventQuery` in a loop)" in idle.message
+    assert "waiting a step late" in idle.message and "deferring that read-back" not in idle.message
+    assert idle.evidence["after_poll_ns"] > 0.9 * idle.evidence["cpu_ns"]
 
 
 def test_an_encoder_whose_batches_pad_to_new_lengths_is_prefill_not_mixed(tmp_path):
@@ -1820,6 +1870,44 @@ def test_a_gap_is_waited_for_when_any_blocking_call_spans_its_start():
             assert got[t] == any(a < t <= a + d for a, d in calls), (t, calls)
 
     check()
+
+
+def test_a_wait_by_polling_is_three_queries_in_a_row_on_a_launching_thread():
+    """load.polls: a run of MIN_POLLS or more query calls with no other CUDA call between them,
+    on a thread that launches work, from its first poll to the end of its last, once per GPU of
+    the process. A launch between two queries ends a run; two queries are no loop; a thread
+    that only queries (PyTorch's NCCL watchdog) is no loop's wait."""
+    from nsight_doctor.store.timeline.load import STATE, polls
+
+    q, launch, other = 7, 8, 9
+    rows = [  # (tid, start, end, name_id)
+        (1, 0, 5, launch),
+        *[(1, 10 + 10 * i, 12 + 10 * i, q) for i in range(4)],  # a run of 4: [10, 42]
+        (1, 50, 55, launch),
+        (1, 60, 62, q),
+        (1, 70, 72, q),  # two: no loop
+        (1, 80, 85, other),
+        *[(2, 100 + 10 * i, 102 + 10 * i, q) for i in range(5)],  # the watchdog's thread
+    ]
+    calls = pl.DataFrame(
+        {
+            "pid": [5] * len(rows),
+            "tid": [r[0] for r in rows],
+            "start": [r[1] for r in rows],
+            "end": [r[2] for r in rows],
+            "name_id": [r[3] for r in rows],
+            "state": [STATE["launch"] if r[3] == launch else STATE["other"] for r in rows],
+        },
+        schema_overrides={"state": pl.UInt8},
+    )
+    names = pl.DataFrame({"name_id": [q, launch, other], "name": ["cudaEventQuery", "cudaLaunchKernel", "cudaFree"]})
+    gpus = pl.DataFrame({"pid": [5, 5], "device_id": [0, 1]}, schema_overrides={"device_id": pl.Int32})
+    got = polls(calls, names, gpus).sort("device_id")
+    assert got.select("tid", "device_id", "start", "end", "name", "reason").rows() == [
+        (1, 0, 10, 42, "cudaEventQuery", "poll"),
+        (1, 1, 10, 42, "cudaEventQuery", "poll"),
+    ]
+    assert polls(calls.filter(pl.col("name_id") != q), names, gpus).height == 0
 
 
 def test_each_operation_gets_the_first_call_of_its_correlation_id():

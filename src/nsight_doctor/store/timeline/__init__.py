@@ -35,6 +35,7 @@ from nsight_doctor.store.timeline.load import (
     load_blocking,
     load_calls,
     load_ops,
+    polls,
 )
 
 __all__ = ["build", "inputs", "tables"]
@@ -56,9 +57,12 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
         con, 'SELECT range_id, pid, tid, scope_tid, kind, depth, start, "end", text, library FROM nvtx_ranges_t'
     )
     calls = load_calls(con)
-    blocking = load_blocking(con)
-    framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
+    gpus = read(con, "SELECT pid, device_id FROM process_gpus")
+    blocking = pl.concat(
+        [load_blocking(con).cast({"reason": pl.String}), polls(calls, api_names, gpus)], how="vertical_relaxed"
+    )
+    framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     py_samples = read(con, "SELECT sample_id, time, pid, tid, state FROM base_python_samples")
     py_frames = read(con, "SELECT sample_id, depth, function_id, file_id, line FROM base_python_frames")
     cpu_samples = read(con, "SELECT sample_id, time, pid, tid FROM base_cpu_samples")

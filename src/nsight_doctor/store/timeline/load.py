@@ -4,7 +4,8 @@
   GPU by start and end, numbered per GPU (`idx`);
 - calls: the CUDA API calls of the threads that issue work, with what each call means for
   the thread's state (launching, blocked, loading code, other CUDA work);
-- blocking: the blocking calls (the store's blocking_calls), per GPU they may wait for.
+- blocking: the blocking calls (the store's blocking_calls), per GPU they may wait for, and the
+  waits by polling (polls()).
 """
 
 from __future__ import annotations
@@ -198,6 +199,56 @@ def load_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         .join(blocking.with_columns(pl.col("state").cast(pl.UInt8)), on=["pid", "tid", "start"])
     )
     return calls.with_columns(state=state.scatter(hit["row"], hit["state"]))
+
+
+# A wait by polling: MIN_POLLS or more query calls in a row on a thread that launches work, no
+# other CUDA call between them and each within POLL_GAP_NS of the last (a loop of
+# `event.query()`, spinning or asleep between polls, as event-loop servers wait instead of a
+# blocking sync).
+QUERIES = ("cudaEventQuery", "cudaStreamQuery", "cuEventQuery", "cuStreamQuery")
+MIN_POLLS = 3
+POLL_GAP_NS = 10_000_000
+
+
+def polls(calls: pl.DataFrame, api_names: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """The waits by polling, as load_blocking's rows (reason "poll", the query's name), from
+    the first poll to the end of the last (the one that found the work done), once per GPU of
+    the process (gpus: pid, device_id): a query does not say which GPU its event is on."""
+    out = pl.Schema(
+        {
+            "pid": pl.Int64(),
+            "tid": pl.Int64(),
+            "device_id": gpus.schema["device_id"],
+            "start": pl.Int64(),
+            "end": pl.Int64(),
+            "name": pl.String(),
+            "reason": pl.String(),
+        }
+    )
+    empty = pl.DataFrame(schema=out)
+    ids = api_names.filter(pl.col("name").is_in(QUERIES)).select("name_id", "name")
+    if ids.height == 0:
+        return empty
+    is_query = pl.col("name_id").is_in(ids["name_id"].implode())
+    # (the threads that launch work too: a watchdog's queries, such as PyTorch's NCCL
+    # watchdog checking its collectives, are no loop's wait)
+    launching = calls.filter(pl.col("state") == STATE["launch"]).select("pid", "tid").unique()
+    threads = calls.filter(is_query).select("pid", "tid").unique().join(launching, on=["pid", "tid"], how="semi")
+    if threads.height == 0:
+        return empty
+    c = calls.join(threads, on=["pid", "tid"], how="semi").select("pid", "tid", "start", "end", "name_id")
+    c = c.sort(["pid", "tid", "start", "end"]).with_columns(q=is_query)
+    since = pl.col("start") - pl.col("end").shift(1)
+    polling = same_thread(1) & pl.col("q") & pl.col("q").shift(1) & (since <= POLL_GAP_NS)
+    runs = (
+        c.with_columns(run=(~polling.fill_null(False)).cum_sum())
+        .filter("q")
+        .group_by("pid", "tid", "run")
+        .agg(start=pl.col("start").min(), end=pl.col("end").max(), n=pl.len(), name_id=pl.col("name_id").first())
+        .filter(pl.col("n") >= MIN_POLLS)
+    )
+    runs = runs.join(ids, on="name_id").join(gpus, on="pid")
+    return runs.select("pid", "tid", "device_id", "start", "end", "name", reason=pl.lit("poll")).cast(out)
 
 
 def same_thread(n: int) -> pl.Expr:
