@@ -36,7 +36,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # loop with asynchronous scheduling, CUDA graphs per batch-size bucket, a
                 # retrieval-augmented request loop (blind; one GPU); probes17: a wait by polling
                 # an event (spinning, or asleep between polls), NVTX ranges per decoder layer
-                # only, overlapping NVTX ranges per request (blind; one GPU)
+                # only, overlapping NVTX ranges per request (blind; one GPU); probes18: generate()
+                # with its KV cache offloaded to the host, and with flex attention (blind; one GPU)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -411,6 +412,12 @@ probe17_series() {
   probe_capture request_ranges range $W/probe7.py requests
 }
 
+probe18_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_kv_offload range $W/probe8.py kvoffload
+  probe_capture hf_flex_attn range $W/probe8.py flex
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -447,6 +454,8 @@ elif [ "$MODE" = probes16 ]; then
   probe16_series
 elif [ "$MODE" = probes17 ]; then
   probe17_series
+elif [ "$MODE" = probes18 ]; then
+  probe18_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then
