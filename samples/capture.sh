@@ -37,7 +37,8 @@ MODE=${3:-all}  # tp: only the tensor-parallel captures (on a 2-GPU machine); hf
                 # retrieval-augmented request loop (blind; one GPU); probes17: a wait by polling
                 # an event (spinning, or asleep between polls), NVTX ranges per decoder layer
                 # only, overlapping NVTX ranges per request (blind; one GPU); probes18: generate()
-                # with its KV cache offloaded to the host, and with flex attention (blind; one GPU)
+                # with its KV cache offloaded to the host, and with flex attention (blind; one GPU);
+                # probes19: a long prompt prefilled in chunks, prompt lookup decoding (blind)
 W=samples/workloads
 C=/tmp/cap
 mkdir -p "$C" /tmp/dw
@@ -418,6 +419,12 @@ probe18_series() {
   probe_capture hf_flex_attn range $W/probe8.py flex
 }
 
+probe19_series() {
+  export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+  probe_capture hf_chunked_prefill range $W/probe8.py chunked
+  probe_capture hf_prompt_lookup range $W/probe8.py lookup
+}
+
 if [ "$MODE" = timeline ]; then
   timeline_series
 elif [ "$MODE" = probes ]; then
@@ -456,6 +463,8 @@ elif [ "$MODE" = probes17 ]; then
   probe17_series
 elif [ "$MODE" = probes18 ]; then
   probe18_series
+elif [ "$MODE" = probes19 ]; then
+  probe19_series
 elif [ "$MODE" = probes2_compiled ]; then
   probe2_compiled
 elif [ "$MODE" = ncu_prefill ]; then

@@ -40,9 +40,31 @@ def run_flex(a):
     report({"workload": "flex", "attn": model.config._attn_implementation, **facts})
 
 
+def run_chunked(a):
+    model, cfg = llama_model(a.layers)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
+    kw = {**generate_kw(a, sample=False), "prefill_chunk_size": a.chunk}
+    facts = measured_generate(a, model, ids, kw)
+    chunks = -(-a.prompt_len // a.chunk)
+    report({"workload": "chunked", "chunk": a.chunk, "prefill_passes_per_call": chunks,
+            "decode_passes_per_call": a.new_tokens - 1, **facts})
+
+
+def run_lookup(a):
+    model, cfg = llama_model(a.layers)
+    # (a prompt that repeats itself, so that its n-grams predict some of the next tokens)
+    base = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len // 4), device="cuda")
+    ids = base.repeat(1, 4)
+    kw = {**generate_kw(a, sample=False), "prompt_lookup_num_tokens": a.lookup_tokens}
+    facts = measured_generate(a, model, ids, kw)
+    report({"workload": "lookup", "lookup_tokens": a.lookup_tokens, **facts})
+
+
 MODES = {
     "kvoffload": {"calls": 2, "batch": 4, "prompt_len": 256, "new_tokens": 32, "layers": 8},
     "flex": {"calls": 2, "batch": 4, "prompt_len": 128, "new_tokens": 32, "layers": 8},
+    "chunked": {"calls": 2, "batch": 1, "prompt_len": 4096, "chunk": 512, "new_tokens": 32, "layers": 8},
+    "lookup": {"calls": 2, "batch": 1, "prompt_len": 512, "lookup_tokens": 4, "new_tokens": 64, "layers": 8},
 }
 
 
@@ -50,7 +72,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_modes(p.add_subparsers(dest="cmd", required=True), MODES)
     a = p.parse_args(argv)
-    {"kvoffload": run_kvoffload, "flex": run_flex}[a.cmd](a)
+    {"kvoffload": run_kvoffload, "flex": run_flex, "chunked": run_chunked, "lookup": run_lookup}[a.cmd](a)
 
 
 if __name__ == "__main__":
