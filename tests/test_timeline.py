@@ -116,6 +116,8 @@ COUNTS = {
     "request_ranges": "steps",  # continuous batching by hand, each request an NVTX start/end range
     "hf_kv_offload": "forwards",  # the KV cache in host memory, copied in and out layer by layer
     "hf_flex_attn": "forwards",  # flex attention: Triton attention kernels, a block mask every pass
+    "hf_chunked_prefill": "forwards",  # a prompt's chunks looked up with one kernel, decode steps another
+    "hf_prompt_lookup": "forwards",  # prompt lookup decoding: a pass a round
 }
 
 
@@ -448,6 +450,42 @@ def test_layers_are_parts_of_a_step_not_steps():
         assert len(got[0]) == 3
         durations = [e - s for _, s, e, *_ in got[0]]
         assert min(durations) > 0.9 * statistics.median(facts(name)["pass_ms"]) * 1e6
+
+
+def test_a_prompt_prefilled_in_chunks_is_prefill_steps_then_decode(tmp_path):
+    """hf_chunked_prefill: generate() of a 4,096-token prompt in chunks of 512 tokens, then 31
+    decode steps, twice. Plain SQL over the export: the chunks look their tokens up with
+    PyTorch's gather and the decode steps with index_select's small-index kernel, one lookup a
+    pass either way (78), and the vocabulary projection runs once a pass too. The steps are the
+    78 passes, from the lookup by either kernel; each call is 8 prefill steps, then 31 decode.
+    Before, the steps followed index_select alone (62: the 8 chunks were one step), and then
+    the chunks after the first, and every step after them, were "mixed"."""
+    f = facts("hf_chunked_prefill")
+    con = oracle.open_export(unxz(export_of("hf_chunked_prefill"), tmp_path))
+    by_name = dict(
+        con.execute(
+            """SELECT s.value, count(*) FROM x.CUPTI_ACTIVITY_KIND_KERNEL k JOIN x.StringIds s ON s.id = k.shortName
+               WHERE s.value IN ('vectorized_gather_kernel', 'indexSelectSmallIndex') GROUP BY 1"""
+        ).fetchall()
+    )
+    (head,) = con.execute(
+        """SELECT max(n) FROM (SELECT count(*) AS n FROM x.CUPTI_ACTIVITY_KIND_KERNEL k
+           JOIN x.StringIds s ON s.id = k.shortName WHERE s.value LIKE 'nvjet%'
+           GROUP BY s.value, k.gridX, k.gridY, k.gridZ HAVING count(*) <= ?)""",
+        (f["forwards"],),
+    ).fetchone()
+    con.close()
+    assert by_name == {
+        "vectorized_gather_kernel": f["calls"] * f["prefill_passes_per_call"],
+        "indexSelectSmallIndex": f["calls"] * f["decode_passes_per_call"],
+    }
+    assert head == f["forwards"] == 78
+    d = diagnosis("hf_chunked_prefill")
+    g = d.summary.steady_gpus[0]
+    assert len(d.summary.steps) == f["forwards"]
+    assert g.step_source is not None and g.step_source.marker == "token embedding lookup (any kernel)"
+    kinds = [(p.name, p.steps) for p in d.summary.phases if p.steps]
+    assert kinds == [("prefill", f["prefill_passes_per_call"]), ("decode", f["decode_passes_per_call"])] * f["calls"]
 
 
 def test_a_range_on_every_decoder_layer_is_part_of_a_pass_not_a_step(tmp_path):
@@ -1375,6 +1413,7 @@ PASS_MARKERS = {
     "vit_classify": ("reduce_kernel", (2, 1, 1)),  # the argmax over the classes
     "hf_empty_cache": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "prefetch_pipeline": ("reduce_kernel", (512, 1, 1)),  # the argmax of each step
+    "hf_prompt_lookup": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),  # the LM head
     "hf_piecewise_graphs": ("reduce_kernel", (4, 1, 1)),
     "hf_streamer_thread": ("nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT", (2, 63, 1)),
     "spec_graphs_node": ("reduce_kernel", (5, 1, 1)),  # the target's argmax

@@ -341,8 +341,10 @@ Candidates are scored per GPU, and the choice is shown with its evidence and a c
   times as often or more is a part of a pass whatever its name, and one that recurs 1.5 times
   less often holds many passes (a request, a `generate()` call) unless its name says step;
 - the work itself: a kernel (by name and launch configuration) or a CUDA graph replay that
-  recurs at a regular stride. The step's own kernels (the token embedding lookup, sampling)
-  rank first, then graph replays, then a round trip to the host in every period; within a rank
+  recurs at a regular stride. The step's own kernels (the token embedding lookup, sampling;
+  the lookup by any of its kernels where there are several: a long prompt's chunks use
+  PyTorch's gather, the decode steps index_select's small-index kernel) rank first, then
+  graph replays, then a round trip to the host in every period; within a rank
   the finest period wins, so a layer (more frequent, without the step's own kernels) or a
   request (less frequent) is not taken for a step. A kernel launched back to back with itself
   (beam search's KV-cache reorder runs the embedding's index_select once per layer) is not a
@@ -375,7 +377,9 @@ and a note names them: its busy and idle time are all of theirs.
 
 Each step's wall time is split by what bounded it, from the state of the thread that launches
 the GPU's work: GPU busy (`gpu`), GPU busy while that thread waited for it in a blocking call
-(`blocked`), and the idle parts: waiting for launches (`launch`), work already queued
+or by polling an event (`blocked`; three or more `cudaEventQuery` or `cudaStreamQuery` calls
+in a row, no other CUDA call between them, are a wait, as event-loop servers wait), and the
+idle parts: waiting for launches (`launch`), work already queued
 (`queued`), the thread still inside a blocking call (`sync`), running code outside CUDA
 (`cpu`), in other CUDA calls (`api`), and one-time work and compiling (`setup`). The parts add up
 to the step (`summary.steps`, and `step_parts` per GPU); each rule claims its own parts, so no

@@ -347,9 +347,28 @@ def _kinds(
     # run does: later prompts join running decodes.
     prev_different = pl.col("different").shift(1).over("device_id", "segment", order_by="step").fill_null(False)
     starts_run = pl.col("different") & ~prev_different & ((pl.col("step") == first_step) | pl.lit(not batching))
-    later = pl.col("different") & ~starts_run
+    # A different step after a run of different steps none of which sampled a token, on a GPU
+    # whose steps sample: a long prompt's next chunk (chunked prefill), not prompts beside
+    # running decodes, which sample every step. (Not where graphs traced whole hide sampling.)
+    sampled = pl.col("samples").fill_null(False).cast(pl.Int64)
+    # (a block: a light step and the different steps after it; the different ones' samples)
+    seg = seg.with_columns(block=(~pl.col("different")).cum_sum().over("device_id", "segment", order_by="step"))
+    run_sampled = (sampled * pl.col("different").cast(pl.Int64)).cum_sum() - sampled * pl.col("different").cast(
+        pl.Int64
+    )
+    seg = seg.with_columns(sampled_before=run_sampled.over("device_id", "segment", "block", order_by="step"))
+    chunk = (
+        pl.col("different")
+        & ~starts_run
+        & prev_different
+        & (pl.col("sampled_before") == 0)
+        & (sampled.sum().over("device_id", "segment") > 0)
+        & ~pl.col("device_id").is_in(list(graphs))
+    )
+    later = pl.col("different") & ~starts_run & ~chunk
     seg = seg.with_columns(
         starts_run=starts_run,
+        chunk=chunk,
         first_step=first_step,
         first_mixed=pl.col("step").filter(later).min().over("device_id", "segment"),
         last_mixed=pl.col("step").filter(later).max().over("device_id", "segment"),
@@ -389,6 +408,8 @@ def _kinds(
         pl.when(prompts)
         .then(pl.lit("prefill"))
         .when(pl.col("starts_run") & ~(batched & (pl.col("step") != pl.col("first_step"))))
+        .then(pl.lit("prefill"))
+        .when(pl.col("chunk"))
         .then(pl.lit("prefill"))
         .when(pl.col("different"))
         .then(pl.lit("mixed"))

@@ -15,7 +15,9 @@ the model. Candidates, per GPU:
   training loop's backward is launched by autograd's own thread).
 - levels of the work itself: signatures that recur (a kernel by name and launch
   configuration; a step's own kernel, sampling or the embedding lookup, also by name alone
-  where its launch dimensions vary with the batch; a CUDA graph, or any graph launch) at a
+  where its launch dimensions vary with the batch; the embedding lookup by any kernel where
+  there are several, as a long prompt's chunks use PyTorch's gather and the decode steps
+  index_select's small-index kernel; a CUDA graph, or any graph launch) at a
   regular stride (graph launches that run half of the GPU's kernel time need none: the eager
   work between replays follows the batch), grouped by how often they recur (within 3%). Each
   level is ranked by its evidence of being one forward pass: 3, it holds the step's own
@@ -106,8 +108,14 @@ def sequence(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 GRAPH_KEY = 0  # the integer key of "graph launch" (kernel keys are 64-bit hashes)
-# Keys in words, no kernel's: any graph's launch; where two models' graphs take turns, the longer's.
-NAMED_KEYS = {GRAPH_KEY: "graph launch", ROUND_GRAPH_KEY: "the longer graphs' launch"}
+LOOKUP_KEY = 2  # the key of a token lookup by any of the GPU's lookup kernels
+# Keys in words, no kernel's: any graph's launch; where two models' graphs take turns, the
+# longer's; the token lookup, whichever kernel ran it.
+NAMED_KEYS = {
+    GRAPH_KEY: "graph launch",
+    ROUND_GRAPH_KEY: "the longer graphs' launch",
+    LOOKUP_KEY: "token embedding lookup (any kernel)",
+}
 
 
 def key_name(kid: pl.Expr) -> pl.Expr:
@@ -189,7 +197,12 @@ def signature_stats(
     own = own.with_columns(sig=pl.col("kid"), kid=pl.struct("name_id", "dn_id").hash(NAME_SEED))
     own = own.filter(pl.col("sig").n_unique().over("device_id", "kid") > 1)
     two, two_models = rounds(own, kern, seq)
-    own = pl.concat([own.drop("sig"), two], how="vertical_relaxed")
+    # The token lookup by whichever kernel ran it, where a GPU runs it with two or more: a
+    # long prompt's chunks look their tokens up with PyTorch's gather, the decode steps with
+    # index_select's small-index kernel (chunked prefill).
+    emb = kern.filter((pl.col("category").cast(pl.String) == "embedding") & ~burst.fill_null(False))
+    emb = emb.filter(pl.col("name_id").n_unique().over("device_id") > 1).with_columns(kid=pl.lit(LOOKUP_KEY, pl.UInt64))
+    own = pl.concat([own.drop("sig"), two, emb], how="vertical_relaxed")
     graphs = graph_occurrences(seq.filter("graph_start"), GRAPH_KEY)
     occ = pl.concat([kern, own, graphs], how="vertical_relaxed")
     occ = occ.with_columns(n=pl.len().over("device_id", "kid")).filter(pl.col("n") >= 3)
