@@ -564,26 +564,45 @@ def test_nvtx_ranges_that_disagree_with_the_passes_are_no_steps():
     """nvtx_steps.against_passes: where the kernels show the passes (a pass's own kernel, 96
     times), a range 8 times a pass is a part of one whatever its name, and an unnamed range
     of 32 passes holds many (a request); a range named for a step holds several passes and
-    stays (a training step of micro-batches), as does one a pass. CamelCase words count:
-    `LlamaDecoderLayer` names a layer and `DecodeStep` a step."""
+    stays (a training step of micro-batches), as does one a pass, and one a pass where each
+    pass looks up tokens and positions (GPU 2: 2 lookups a pass). Where graphs traced whole
+    hide the decode steps' lookups (GPU 3: 4 prompts' lookups, 124 replays), a step's range is
+    no part. CamelCase words count: `LlamaDecoderLayer` names a layer, `DecodeStep` a step; a
+    class name's last word says what it is (`Qwen2MoeForCausalLM` is a model, not an MoE
+    layer)."""
     from nsight_doctor.store.timeline import nvtx_steps
 
     cands = pl.DataFrame(
         {
-            "device_id": [0, 0, 0, 0, 0, 1],
-            "pattern": ["blk", "request", "train_step", "forward", "model", "blk"],
-            "priority": [2, 2, 1, 1, 2, 2],
-            "n": [768, 3, 24, 96, 95, 768],
+            "device_id": [0, 0, 0, 0, 0, 1, 2, 3],
+            "pattern": ["blk", "request", "train_step", "forward", "model", "blk", "model", "decode_step"],
+            "priority": [2, 2, 1, 1, 2, 2, 2, 1],
+            "n": [768, 3, 24, 96, 95, 768, 96, 128],
         }
     )
-    passes = pl.DataFrame({"device_id": [0], "passes": [96]})
+    passes = pl.DataFrame({"device_id": [0, 2, 3], "passes": [96, 192, 4], "most": [96, 192, 124]})
     kept = nvtx_steps.against_passes(cands, passes)
-    assert kept.rows() == [(0, "train_step", 1, 24), (0, "forward", 1, 96), (0, "model", 2, 95), (1, "blk", 2, 768)]
-    words = pl.DataFrame({"t": ["LlamaDecoderLayer", "GPT#Block", "DecodeStep", "lm_head"]}).select(
-        nvtx_steps.words(pl.col("t"))
-    )
-    assert words["t"].to_list() == ["llama decoder layer", "gpt# block", "decode step", "lm_head"]
-    assert [bool(nvtx_steps.PART_WORDS.search(w)) for w in words["t"]] == [True, True, False, True]
+    assert kept.rows() == [
+        (0, "train_step", 1, 24),
+        (0, "forward", 1, 96),
+        (0, "model", 2, 95),
+        (1, "blk", 2, 768),
+        (2, "model", 2, 96),
+        (3, "decode_step", 1, 128),
+    ]
+    names = ["LlamaDecoderLayer", "GPT#Block", "DecodeStep", "lm_head", "Qwen#MoeForCausalLM", "MLPBlock"]
+    got = pl.DataFrame({"t": names}).select(w=nvtx_steps.words(pl.col("t")), part=nvtx_steps.part_words(pl.col("t")))
+    assert got["w"].to_list() == [
+        "llama decoder layer",
+        "gpt# block",
+        "decode step",
+        "lm_head",
+        "qwen# moe for causal lm",
+        "mlp block",
+    ]
+    parts = [bool(nvtx_steps.PART_WORDS.search(w)) for w in got["part"]]
+    assert parts == [True, True, False, True, False, True]
+    assert [bool(nvtx_steps.STEP_WORDS.search(w)) for w in got["w"]] == [False, False, True, False, False, False]
 
 
 def test_a_part_recurs_evenly_in_each_period_not_only_as_often():
@@ -1941,12 +1960,22 @@ def test_a_wait_by_polling_is_three_queries_in_a_row_on_a_launching_thread():
     )
     names = pl.DataFrame({"name_id": [q, launch, other], "name": ["cudaEventQuery", "cudaLaunchKernel", "cudaFree"]})
     gpus = pl.DataFrame({"pid": [5, 5], "device_id": [0, 1]}, schema_overrides={"device_id": pl.Int32})
-    got = polls(calls, names, gpus).sort("device_id")
+    # (GPU 0's work ends at 30, while the run polls; GPU 1's at 5, before it: its run found
+    # the work done, as a caching allocator's walk of its events does)
+    ops = pl.DataFrame({"device_id": [0, 1], "end": [30, 5]}, schema_overrides={"device_id": pl.Int32})
+    got = polls(calls, names, gpus, ops).sort("device_id")
     assert got.select("tid", "device_id", "start", "end", "name", "reason").rows() == [
         (1, 0, 10, 42, "cudaEventQuery", "poll"),
-        (1, 1, 10, 42, "cudaEventQuery", "poll"),
     ]
-    assert polls(calls.filter(pl.col("name_id") != q), names, gpus).height == 0
+    # (polls 100 ms apart, more than POLL_GAP_NS, are no loop, though work ends among them)
+    far = calls.filter(pl.col("tid") == 1).with_columns(
+        pl.when(pl.col("name_id") == q).then(pl.col("start") * 10**7).otherwise("start")
+    )
+    ops_far = pl.DataFrame({"device_id": [0], "end": [25 * 10**7]}, schema_overrides={"device_id": pl.Int32})
+    assert polls(far.with_columns(end=pl.col("start") + 2), names, gpus, ops_far).height == 0
+    near = far.with_columns(pl.when(pl.col("name_id") == q).then(pl.col("start") // 10**4).otherwise("start"))
+    ops_near = ops_far.with_columns(end=pl.lit(25 * 10**3))
+    assert polls(near.with_columns(end=pl.col("start") + 2), names, gpus, ops_near).height == 1
 
 
 def test_each_operation_gets_the_first_call_of_its_correlation_id():

@@ -60,7 +60,7 @@ def run(con: duckdb.DuckDBPyConnection, out: Writer) -> None:
     api_names = read(con, "SELECT name_id, name FROM api_names_t")
     gpus = read(con, "SELECT pid, device_id FROM process_gpus")
     blocking = pl.concat(
-        [load_blocking(con).cast({"reason": pl.String}), polls(calls, api_names, gpus)], how="vertical_relaxed"
+        [load_blocking(con).cast({"reason": pl.String}), polls(calls, api_names, gpus, ops)], how="vertical_relaxed"
     )
     framework = con.execute("SELECT name, evidence FROM framework").fetchone() or ("unknown", None)
     py_samples = read(con, "SELECT sample_id, time, pid, tid, state FROM base_python_samples")
@@ -318,7 +318,11 @@ def choose_steps(
     st = steps_mod.host_round_trips(st, occ, trips)
     st = steps_mod.marks(st, strings)
     lv = steps_mod.levels(st)
-    passes = lv.filter(pl.col("rank") == 3).group_by("device_id").agg(passes=pl.col("n").max())
+    passes = (
+        lv.filter(pl.col("rank") >= 2)
+        .group_by("device_id")
+        .agg(passes=pl.col("n").filter(pl.col("rank") == 3).max(), most=pl.col("n").max())
+    )
     nvc = nvtx_steps.against_passes(nvtx_steps.nvtx_candidates(pats, held), passes)
     nv_pick = nvc.unique("device_id", keep="first", maintain_order=True)
     lv_ = lv.filter(~pl.col("device_id").is_in(nv_pick["device_id"].implode()))

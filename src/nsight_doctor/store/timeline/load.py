@@ -210,10 +210,12 @@ MIN_POLLS = 3
 POLL_GAP_NS = 10_000_000
 
 
-def polls(calls: pl.DataFrame, api_names: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+def polls(calls: pl.DataFrame, api_names: pl.DataFrame, gpus: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """The waits by polling, as load_blocking's rows (reason "poll", the query's name), from
     the first poll to the end of the last (the one that found the work done), once per GPU of
-    the process (gpus: pid, device_id): a query does not say which GPU its event is on."""
+    the process (gpus: pid, device_id): a query does not say which GPU its event is on. Only
+    runs during which an operation of that GPU ended (ops: device_id, end): the polls saw work
+    still running (a caching allocator's walk of its events finds them all done)."""
     out = pl.Schema(
         {
             "pid": pl.Int64(),
@@ -248,6 +250,13 @@ def polls(calls: pl.DataFrame, api_names: pl.DataFrame, gpus: pl.DataFrame) -> p
         .filter(pl.col("n") >= MIN_POLLS)
     )
     runs = runs.join(ids, on="name_id").join(gpus, on="pid")
+    if runs.height == 0:
+        return empty
+    ends = ops.select(pl.col("device_id").cast(gpus.schema["device_id"]), done="end").sort("done")
+    runs = runs.sort("end").join_asof(
+        ends, left_on="end", right_on="done", by="device_id", strategy="backward", check_sortedness=False
+    )
+    runs = runs.filter(pl.col("done") > pl.col("start"))
     return runs.select("pid", "tid", "device_id", "start", "end", "name", reason=pl.lit("poll")).cast(out)
 
 

@@ -16,7 +16,8 @@ PART_WORDS = re.compile(
 )
 
 
-PASS_RATIO = 1.5  # ranges per forward pass (or passes per range) that no step range has
+PASS_RATIO = 1.5  # ranges per forward pass that no step range has
+MANY_PASSES = 3  # passes per range, at least, of a range that holds many (a request's)
 
 
 def pattern(text: pl.Expr) -> pl.Expr:
@@ -26,9 +27,19 @@ def pattern(text: pl.Expr) -> pl.Expr:
 
 
 def words(text: pl.Expr) -> pl.Expr:
-    """A pattern in lower case with its CamelCase words apart: a module hook's class name
-    (LlamaDecoderLayer, GPT#Block) names a layer as layer_# does."""
-    return text.str.replace_all(r"([a-z#])([A-Z])", "${1} ${2}").str.to_lowercase()
+    """A pattern in lower case with its CamelCase words apart (DecodeStep says step, MLPBlock
+    mlp and block)."""
+    split = text.str.replace_all(r"([a-z#])([A-Z])", "${1} ${2}").str.replace_all(r"([A-Z])([A-Z][a-z])", "${1} ${2}")
+    return split.str.to_lowercase()
+
+
+def part_words(text: pl.Expr) -> pl.Expr:
+    """The words that say whether a pattern names a part of a step: a CamelCase class name's
+    last word (a module hook's LlamaDecoderLayer is a layer, GPT#Block a block, but
+    Qwen#MoeForCausalLM a model, not an MoE layer), else all of them."""
+    last = text.str.extract(r"([A-Z][a-z0-9#]*)$", 1).str.to_lowercase()
+    camel = text.str.contains(r"[a-z#][A-Z]")
+    return pl.when(camel & last.is_not_null()).then(last).otherwise(words(text))
 
 
 def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
@@ -41,7 +52,7 @@ def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
             pattern=pl.lit(""), priority=pl.lit(0), n=pl.lit(0), usable=pl.lit(False), need_ns=pl.lit(0.0)
         )
     nv = nv.with_columns(pattern=pattern(pl.col("text")))
-    low = words(pl.col("pattern"))
+    low, part = words(pl.col("pattern")), part_words(pl.col("pattern"))
     pats = nv.group_by("device_id", "pattern").agg(
         n=pl.len(),
         depth=pl.col("depth").min(),
@@ -52,7 +63,7 @@ def nvtx_patterns(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
     pats = pats.with_columns(
         priority=pl.when(pl.col("pattern").str.contains(ENGINE.pattern))
         .then(0)
-        .when(low.str.contains(PART_WORDS.pattern))
+        .when(part.str.contains(PART_WORDS.pattern))
         .then(9)
         .when(low.str.contains(STEP_WORDS.pattern))
         .then(1)
@@ -113,19 +124,22 @@ def nvtx_candidates(pats: pl.DataFrame, held: pl.DataFrame | None = None) -> pl.
 
 def against_passes(cands: pl.DataFrame, passes: pl.DataFrame) -> pl.DataFrame:
     """Of nvtx_candidates, those whose count agrees with the forward passes that the kernels
-    show where they show them (passes: device_id, passes, the count of a pass's own kernel,
-    the embedding lookup or sampling). A range that recurs PASS_RATIO times as often as the
-    passes or more marks a part of a pass (a hook on every decoder layer, whatever its name);
-    one that recurs PASS_RATIO times less often, unless its name says step (or an engine's),
-    holds many passes (a request, a generate() call). A range named for a step that holds
-    several passes stays: a training step of micro-batches, a round of speculative decoding."""
+    show where they show them (passes: device_id; passes, the count of a pass's own kernel, the
+    embedding lookup or sampling; most, that or the graph replays', whichever is more: a
+    graph traced whole hides the lookups of the passes it replays). A range that recurs
+    PASS_RATIO times as often as `most` or more marks a part of a pass (a hook on every decoder
+    layer, whatever its name); one that recurs MANY_PASSES times less often than `passes`,
+    unless its name says step (or an engine's), holds many passes (a request, a generate()
+    call). A range named for a step that holds several passes stays: a training step of
+    micro-batches, a round of speculative decoding; so does a range a pass where a pass looks
+    up tokens and positions (two lookups)."""
     if cands.height == 0 or passes.height == 0:
         return cands
     c = cands.join(passes.cast({"device_id": cands.schema["device_id"]}), on="device_id", how="left")
-    n, p = pl.col("n").cast(pl.Float64), pl.col("passes").cast(pl.Float64)
-    finer = (pl.col("priority") >= 1) & (n >= PASS_RATIO * p)
-    coarser = (pl.col("priority") >= 2) & (n * PASS_RATIO <= p)
-    return c.filter(~(finer | coarser).fill_null(False)).drop("passes")
+    n = pl.col("n").cast(pl.Float64)
+    finer = (pl.col("priority") >= 1) & (n >= PASS_RATIO * pl.col("most").cast(pl.Float64))
+    coarser = (pl.col("priority") >= 2) & (n * MANY_PASSES <= pl.col("passes").cast(pl.Float64))
+    return c.filter(~(finer | coarser).fill_null(False)).drop("passes", "most")
 
 
 def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
@@ -134,7 +148,7 @@ def part_counts(nv: pl.DataFrame, kernel_ns: pl.DataFrame) -> dict[int, int]:
     if nv.height == 0:
         return {}
     p = nv.with_columns(pattern=pattern(pl.col("text")))
-    p = p.filter(words(pl.col("pattern")).str.contains(PART_WORDS.pattern))
+    p = p.filter(part_words(pl.col("pattern")).str.contains(PART_WORDS.pattern))
     p = (
         p.group_by("device_id", "pattern")
         .agg(n=pl.len(), gpu_time=pl.col("gpu_time").sum())

@@ -199,8 +199,11 @@ def signature_stats(
     two, two_models = rounds(own, kern, seq)
     # The token lookup by whichever kernel ran it, where a GPU runs it with two or more: a
     # long prompt's chunks look their tokens up with PyTorch's gather, the decode steps with
-    # index_select's small-index kernel (chunked prefill).
-    emb = kern.filter((pl.col("category").cast(pl.String) == "embedding") & ~burst.fill_null(False))
+    # index_select's small-index kernel (chunked prefill). Not in training: its backward's
+    # embedding kernel is no lookup.
+    train_ids = training if training is not None else pl.Series([], dtype=pl.Int64)
+    trains = (pl.col("name_id").is_in(train_ids.implode()) & (pl.col("category") != "graph")).any().over("device_id")
+    emb = kern.filter((pl.col("category").cast(pl.String) == "embedding") & ~burst.fill_null(False) & ~trains)
     emb = emb.filter(pl.col("name_id").n_unique().over("device_id") > 1).with_columns(kid=pl.lit(LOOKUP_KEY, pl.UInt64))
     own = pl.concat([own.drop("sig"), two, emb], how="vertical_relaxed")
     graphs = graph_occurrences(seq.filter("graph_start"), GRAPH_KEY)

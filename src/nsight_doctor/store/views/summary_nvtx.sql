@@ -34,21 +34,29 @@ WITH r AS (
                         OVER (PARTITION BY text, domain, pid ORDER BY start, "end" ROWS UNBOUNDED PRECEDING) AS n
           FROM o)
     GROUP BY text, domain, pid, n
+), hit AS (
+    -- For a text whose start/end ranges overlap, the calls made while one was open: each
+    -- call's stretch of the text begun last before it, if it had not ended (an as-of join: a
+    -- text's stretches in a process do not overlap; a range join compared every call with
+    -- every stretch). The calls are read only where some text's ranges overlap.
+    SELECT DISTINCT r.text, r.domain, a.pid, a.correlation_id
+    FROM (SELECT pid, start, correlation_id FROM api_calls
+          WHERE correlation_id IS NOT NULL AND (SELECT count(*) FROM stretch WHERE overlapping) > 0) a
+    JOIN (SELECT DISTINCT text, coalesce(domain, '') AS dkey, pid FROM stretch WHERE overlapping) t ON t.pid = a.pid
+    ASOF JOIN (SELECT *, coalesce(domain, '') AS dkey FROM stretch WHERE overlapping) r
+      ON r.pid = a.pid AND r.text = t.text AND r.dkey = t.dkey AND a.start >= r.s
+    WHERE a.start <= r.e
 ), once AS (
-    -- For a text whose start/end ranges overlap, the operations issued while one was open, each
-    -- once (the calls are read only where some text's do).
-    SELECT text, domain, count(*) AS gpu_ops, sum(duration) AS gpu_ns, any_value(cpu_ns) AS cpu_ns
-    FROM (SELECT DISTINCT r.text, r.domain, o.device_id, o.start, o.duration, o.correlation_id, o.pid
-          FROM (SELECT pid, start, correlation_id FROM api_calls
-                WHERE correlation_id IS NOT NULL AND (SELECT count(*) FROM stretch WHERE overlapping) > 0) a
-          JOIN stretch r ON r.overlapping AND r.pid = a.pid AND a.start BETWEEN r.s AND r.e
-          JOIN gpu_ops o ON o.correlation_id = a.correlation_id AND o.pid = a.pid) x
-    JOIN (SELECT text AS c_text, domain AS c_domain, sum(e - s) AS cpu_ns FROM stretch WHERE overlapping GROUP BY ALL) c
-      ON c.c_text = x.text AND c.c_domain IS NOT DISTINCT FROM x.domain
-    GROUP BY text, domain
+    -- their operations, each once
+    SELECT h.text, h.domain, count(*) AS gpu_ops, sum(o.duration) AS gpu_ns
+    FROM hit h JOIN gpu_ops o ON o.pid = h.pid AND o.correlation_id = h.correlation_id
+    GROUP BY ALL
+), merged AS (
+    -- the time one of a text's start/end ranges was open, per process, summed
+    SELECT text, domain, sum(e - s) AS cpu_ns FROM stretch GROUP BY ALL
 ), by_text AS (
     SELECT text, domain, count(*) AS count, count(DISTINCT pid) AS processes,
-           sum(duration) FILTER (WHERE kind = 'push_pop') AS pp_cpu, sum(duration) FILTER (WHERE kind = 'start_end') AS se_cpu,
+           sum(duration) FILTER (WHERE kind = 'push_pop') AS pp_cpu,
            sum(gpu_time) FILTER (WHERE kind = 'push_pop') AS pp_gpu, sum(gpu_time) FILTER (WHERE kind = 'start_end') AS se_gpu,
            sum(gpu_ops) FILTER (WHERE kind = 'push_pop') AS pp_ops, sum(gpu_ops) FILTER (WHERE kind = 'start_end') AS se_ops,
            median(gpu_span) AS median_gpu_span_ns
@@ -57,8 +65,9 @@ WITH r AS (
 SELECT t.text, t.domain, t.count, t.processes, x.cpu_ns, x.cpu_ns / t.processes AS cpu_ns_per_process,
        x.gpu_ns, x.gpu_ops, t.median_gpu_span_ns
 FROM by_text t
-LEFT JOIN once ON once.text = t.text AND once.domain IS NOT DISTINCT FROM t.domain,
-LATERAL (SELECT coalesce(t.pp_cpu, 0) + coalesce(once.cpu_ns, t.se_cpu, 0) AS cpu_ns,
+LEFT JOIN once ON once.text = t.text AND once.domain IS NOT DISTINCT FROM t.domain
+LEFT JOIN merged m ON m.text = t.text AND m.domain IS NOT DISTINCT FROM t.domain,
+LATERAL (SELECT coalesce(t.pp_cpu, 0) + coalesce(m.cpu_ns, 0) AS cpu_ns,
                 coalesce(t.pp_gpu, 0) + coalesce(once.gpu_ns, t.se_gpu, 0) AS gpu_ns,
                 coalesce(t.pp_ops, 0) + coalesce(once.gpu_ops, t.se_ops, 0) AS gpu_ops) x
 ORDER BY gpu_ns DESC NULLS LAST, cpu_ns DESC, text;
