@@ -101,25 +101,26 @@ def run_qwen(a):
             "batch": a.batch, "new_tokens": a.new_tokens, "layers": a.layers})
 
 
+def nvtx_hooks(module, name):
+    """An NVTX range named `name` around each forward call of `module`, from module hooks."""
+
+    def push(mod, args):
+        torch.cuda.nvtx.range_push(name)  # (a hook that returns a value replaces the module's inputs)
+
+    def pop(mod, args, out):
+        torch.cuda.nvtx.range_pop()
+
+    module.register_forward_pre_hook(push)
+    module.register_forward_hook(pop)
+
+
 def run_nested(a):
     model, cfg = llama_model(a.layers)
     forwards = count_forwards(model)
     nvtx = torch.cuda.nvtx
-
-    def push(name):
-        def hook(module, args):
-            nvtx.range_push(name)  # (a hook that returns a value replaces the module's inputs)
-
-        return hook
-
-    def pop(module, args, out):
-        nvtx.range_pop()
-
-    model.register_forward_pre_hook(push("forward"))
-    model.register_forward_hook(pop)
+    nvtx_hooks(model, "forward")
     for layer in model.model.layers:
-        layer.register_forward_pre_hook(push("layer"))
-        layer.register_forward_hook(pop)
+        nvtx_hooks(layer, "layer")
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
     kw = generate_kw(a, sample=False)
     with torch.no_grad():

@@ -21,7 +21,7 @@ import argparse
 import time
 
 import torch
-from probe import add_modes, count_forwards, generate_kw, llama_model, profiled, report
+from probe import add_modes, count_forwards, generate_kw, llama_model, nvtx_hooks, profiled, report
 from probe4 import Decoder, graphed
 from probe6 import BatchDecoder, detokenize
 
@@ -66,21 +66,9 @@ def run_spin(a):
 
 def run_layers(a):
     model, cfg = llama_model(a.layers)
-    nvtx = torch.cuda.nvtx
-
-    def push(name):
-        def hook(module, args):
-            nvtx.range_push(name)  # (a hook that returns a value replaces the module's inputs)
-
-        return hook
-
-    def pop(module, args, out):
-        nvtx.range_pop()
-
     for layer in model.model.layers:
         for module, name in ((layer, "LlamaDecoderLayer"), (layer.self_attn, "attention"), (layer.mlp, "mlp")):
-            module.register_forward_pre_hook(push(name))
-            module.register_forward_hook(pop)
+            nvtx_hooks(module, name)
     forwards = count_forwards(model)
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt_len), device="cuda")
     kw = generate_kw(a, sample=False)

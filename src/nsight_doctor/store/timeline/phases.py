@@ -352,10 +352,11 @@ def _kinds(
     # running decodes, which sample every step. (Not where graphs traced whole hide sampling.)
     sampled = pl.col("samples").fill_null(False).cast(pl.Int64)
     # (a block: a light step and the different steps after it; the different ones' samples)
-    seg = seg.with_columns(block=(~pl.col("different")).cum_sum().over("device_id", "segment", order_by="step"))
-    run_sampled = (sampled * pl.col("different").cast(pl.Int64)).cum_sum() - sampled * pl.col("different").cast(
-        pl.Int64
+    seg = seg.with_columns(
+        block=(~pl.col("different")).cum_sum().over("device_id", "segment", order_by="step"),
+        run_sample=sampled * pl.col("different").cast(pl.Int64),
     )
+    run_sampled = pl.col("run_sample").cum_sum() - pl.col("run_sample")
     seg = seg.with_columns(sampled_before=run_sampled.over("device_id", "segment", "block", order_by="step"))
     chunk = (
         pl.col("different")

@@ -6,10 +6,11 @@ the model. Candidates, per GPU:
   name says step, decode, prefill, forward, iteration or batch, else the outermost repeated
   range with GPU work; digits in names are ignored). Ranges named for a layer or a block of
   one (layer_3_forward, attention, mlp, LlamaDecoderLayer) are parts of a step, not steps, as
-  are ranges that recur PASS_RATIO times as often as the passes that a pass's own kernel
-  marks (below), and unnamed ranges that recur PASS_RATIO times less often hold many (a
-  request); a library's own ranges never count; ranges whose GPU work overlaps (work enqueued ahead on several streams)
-  cannot partition the timeline. The chosen ranges must hold half of the GPU's kernel time
+  are ranges that recur PASS_RATIO times as often as the passes that a pass's own kernel or a
+  graph replay marks (below), and unnamed ranges that recur MANY_PASSES times less often hold
+  many (a request: nvtx_steps.against_passes); a library's own ranges never count; ranges
+  whose GPU work overlaps (work enqueued ahead on several streams) cannot partition the
+  timeline. The chosen ranges must hold half of the GPU's kernel time
   (a fifth for an engine's own ranges): the work issued on their own thread, or for ranges
   named for a step, the work any thread of the process launched while one was open (a
   training loop's backward is launched by autograd's own thread).
@@ -202,8 +203,9 @@ def signature_stats(
     # index_select's small-index kernel (chunked prefill). Not in training: its backward's
     # embedding kernel is no lookup.
     train_ids = training if training is not None else pl.Series([], dtype=pl.Int64)
-    trains = (pl.col("name_id").is_in(train_ids.implode()) & (pl.col("category") != "graph")).any().over("device_id")
-    emb = kern.filter((pl.col("category").cast(pl.String) == "embedding") & ~burst.fill_null(False) & ~trains)
+    emb = kern.filter(
+        (pl.col("category").cast(pl.String) == "embedding") & ~burst.fill_null(False) & ~trains(train_ids)
+    )
     emb = emb.filter(pl.col("name_id").n_unique().over("device_id") > 1).with_columns(kid=pl.lit(LOOKUP_KEY, pl.UInt64))
     own = pl.concat([own.drop("sig"), two, emb], how="vertical_relaxed")
     graphs = graph_occurrences(seq.filter("graph_start"), GRAPH_KEY)
@@ -234,6 +236,12 @@ def signature_stats(
     return st.filter(regular & (pl.col("span") >= MIN_SPAN)).drop("graph_share"), occ, two_models
 
 
+def trains(training: pl.Series) -> pl.Expr:
+    """Whether the row's GPU runs a kernel of training (training: their name ids; a graph
+    traced whole has its graph id for a name id: never a kernel's)."""
+    return (pl.col("name_id").is_in(training.implode()) & (pl.col("category") != "graph")).any().over("device_id")
+
+
 def lookups(kern: pl.DataFrame, gathers: pl.Series, training: pl.Series) -> pl.DataFrame:
     """kern with PyTorch's vectorized gather taken for the token embedding lookup on GPUs where
     the most frequent attention kernel runs at least LOOKUP_LAYERS times as often: once a pass
@@ -249,8 +257,7 @@ def lookups(kern: pl.DataFrame, gathers: pl.Series, training: pl.Series) -> pl.D
     n = is_gather.sum().over("device_id")
     per_name = (pl.col("category") == "attention").sum().over("device_id", "name_id")
     attention = per_name.max().over("device_id")
-    trains = (pl.col("name_id").is_in(training.implode()) & kernel).any().over("device_id")
-    lookup = is_gather & (LOOKUP_LAYERS * n <= attention) & ~trains
+    lookup = is_gather & (LOOKUP_LAYERS * n <= attention) & ~trains(training)
     return kern.with_columns(category=pl.when(lookup).then(pl.lit("embedding", pl.Categorical)).otherwise("category"))
 
 
